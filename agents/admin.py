@@ -1,0 +1,209 @@
+"""Operators' console: agents, every manifest version and its diff, API keys."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from agents import services
+from agents.models import Agent, ApiKey, ManifestVersion
+from hashee.auth import api_key_revoke
+from hashee.core.diff import diff_manifests
+from hashee.core.manifest import validate_manifest
+
+LEVELS = ("low", "medium", "high")
+
+
+def pretty_json(value: Any) -> str:
+    return format_html('<pre class="hashee-json">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def change_rows(changes: list[dict[str, Any]]) -> str:
+    if not changes:
+        return format_html("<p>{}</p>", "No changes.")
+    rows = format_html_join(
+        "", '<tr class="{}"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        ((
+            "hashee-breaking" if c.get("breaking") else "hashee-compatible",
+            "BREAKING" if c.get("breaking") else "compatible", c["rule"], c.get("path", ""),
+            json.dumps(c.get("before")), json.dumps(c.get("after")),
+            json.dumps(c["example"]) if "example" in c else "",
+        ) for c in changes),
+    )
+    return format_html(
+        '<table class="hashee-diff"><thead><tr><th>kind</th><th>rule</th><th>path</th><th>before</th>'
+        "<th>after</th><th>example no longer accepted</th></tr></thead><tbody>{}</tbody></table>", rows)
+
+
+class AgentAdminForm(forms.ModelForm):
+    webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
+
+    class Meta:
+        model = Agent
+        fields = ["owner", "name", "description", "status", "capability_manifest", "webhook_url"]
+
+    def clean_capability_manifest(self) -> Any:
+        manifest = self.cleaned_data.get("capability_manifest")
+        if manifest is None:
+            return None
+        result = validate_manifest(manifest)
+        if not result.valid:
+            raise forms.ValidationError([f"{e.path or '/'}: {e.code}: {e.message}" for e in result.errors])
+        return manifest
+
+
+class ManifestVersionInline(admin.TabularInline):
+    model = ManifestVersion
+    fields = ["version_link", "hash", "size_bytes", "breaking", "created_by", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    ordering = ["-version"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="version")
+    def version_link(self, obj: ManifestVersion) -> str:
+        url = reverse("admin:agents_manifestversion_change", args=[obj.pk])
+        return format_html('<a href="{}">v{}</a>', url, obj.version)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    form = AgentAdminForm
+    list_display = ["name", "owner", "status", "capability_manifest_version", "short_hash", "tool_count",
+                    "scope_count", "highest_sensitivity", "updated_at"]
+    list_filter = ["status", "max_sensitivity"]
+    search_fields = ["name", "description", "owner__username", "scope_index"]
+    list_select_related = ["owner"]
+    readonly_fields = ["id", "capability_manifest_version", "capability_manifest_hash", "pretty_manifest",
+                       "manifest_size_bytes", "compare_link", "created_at", "updated_at"]
+    inlines = [ManifestVersionInline]
+    actions = ["pause", "enable", "deprecate"]
+
+    @admin.display(description="hash")
+    def short_hash(self, obj: Agent) -> str:
+        return obj.capability_manifest_hash[:12]
+
+    @admin.display(description="highest sensitivity", ordering="max_sensitivity")
+    def highest_sensitivity(self, obj: Agent) -> str:
+        return LEVELS[obj.max_sensitivity] if obj.max_sensitivity is not None else "—"
+
+    @admin.display(description="current manifest")
+    def pretty_manifest(self, obj: Agent) -> str:
+        return pretty_json(obj.capability_manifest)
+
+    @admin.display(description="compare versions")
+    def compare_link(self, obj: Agent) -> str:
+        if obj.capability_manifest_version < 2:
+            return "—"
+        url = reverse("admin:agents_agent_compare", args=[obj.pk])
+        prev = obj.capability_manifest_version - 1
+        return format_html('<a href="{}?from={}&to={}">Diff v{} → v{}</a>', url, prev,
+                           obj.capability_manifest_version, prev, obj.capability_manifest_version)
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        obj._actor = request.user
+        super().save_model(request, obj, form, change)
+
+    def get_urls(self) -> list[Any]:
+        extra = [path("<uuid:agent_id>/compare/", self.admin_site.admin_view(self.compare_view),
+                      name="agents_agent_compare")]
+        return extra + super().get_urls()
+
+    def compare_view(self, request: HttpRequest, agent_id: str) -> HttpResponse:
+        agent = get_object_or_404(Agent, pk=agent_id)
+        versions = list(agent.versions.order_by("version").values_list("version", flat=True))
+        start = _int(request.GET.get("from"), versions[-2] if len(versions) > 1 else 1)
+        end = _int(request.GET.get("to"), versions[-1] if versions else 1)
+        old = get_object_or_404(ManifestVersion, agent=agent, version=start)
+        new = get_object_or_404(ManifestVersion, agent=agent, version=end)
+        diff = diff_manifests(old.manifest, new.manifest)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "agent": agent,
+                   "title": f"{agent.name}: v{start} → v{end}", "versions": versions, "start": start, "end": end,
+                   "diff": diff, "table": change_rows(diff.changes)}
+        return TemplateResponse(request, "admin/agents/compare.html", context)
+
+    def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str) -> None:
+        for agent in queryset:
+            services.agent_set_status(agent=agent, status=status)
+        messages.success(request, f"{queryset.count()} agent(s) now {status}.")
+
+    @admin.action(description="Pause selected agents (hidden, cannot send)")
+    def pause(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        self._set_status(request, queryset, "paused")
+
+    @admin.action(description="Enable selected agents")
+    def enable(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        self._set_status(request, queryset, "enabled")
+
+    @admin.action(description="Deprecate selected agents (no new relations)")
+    def deprecate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        self._set_status(request, queryset, "deprecated")
+
+
+def _int(raw: str | None, default: int) -> int:
+    return int(raw) if raw and raw.isdigit() else default
+
+
+@admin.register(ManifestVersion)
+class ManifestVersionAdmin(admin.ModelAdmin):
+    list_display = ["agent", "version", "short_hash", "size_bytes", "breaking", "created_by", "created_at"]
+    list_filter = ["breaking"]
+    search_fields = ["agent__name", "hash"]
+    list_select_related = ["agent", "created_by"]
+    fields = ["agent", "version", "hash", "size_bytes", "breaking", "scopes_requiring_reauth", "warnings",
+              "created_by", "created_at", "change_table", "pretty_manifest"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="hash")
+    def short_hash(self, obj: ManifestVersion) -> str:
+        return obj.hash[:12]
+
+    @admin.display(description="changes from the previous version")
+    def change_table(self, obj: ManifestVersion) -> str:
+        return change_rows(obj.changes)
+
+    @admin.display(description="manifest")
+    def pretty_manifest(self, obj: ManifestVersion) -> str:
+        return pretty_json(obj.manifest)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "kind", "user", "agent", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["kind"]
+    search_fields = ["prefix", "name", "user__username", "agent__name"]
+    list_select_related = ["user", "agent"]
+    fields = ["kind", "user", "agent", "name", "prefix", "key_hash", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # secrets are shown once: create keys in the portal or with create_api_key
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            api_key_revoke(key=key)
+        messages.success(request, "Keys revoked.")

@@ -1,0 +1,250 @@
+"""The agents REST API (SPEC §5.1): one thin view per operation."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents import selectors, services
+from agents.models import Agent
+from agents.serializers import (
+    AgentCreateInput,
+    AgentOutput,
+    AgentUpdateInput,
+    ManifestUpdateOutput,
+    OwnerAgentOutput,
+    ValidateOutput,
+    VersionOutput,
+    VersionSummaryOutput,
+)
+from hashee.api import IsUser, Pagination, json_body
+from hashee.core.agentcard import build_agent_card
+from hashee.core.diff import diff_manifests
+from hashee.core.manifest import manifest_json_schema, validate_manifest
+from hashee.errors import HasheeError
+
+ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
+_IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
+
+
+def _agent_body(agent: Agent, user: Any) -> dict[str, Any]:
+    serializer = OwnerAgentOutput if selectors.agent_is_owned_by(agent, user) else AgentOutput
+    return dict(serializer(agent).data)
+
+
+def _etag(agent: Agent) -> dict[str, str]:
+    return {"ETag": f'"{agent.capability_manifest_version}"'}
+
+
+class AgentListCreateView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="agents_list",
+        parameters=[OpenApiParameter(name, str, description=text) for name, text in [
+            ("q", "Search name and description"), ("scope", "Declares this scope id"),
+            ("sensitivity", "Declares at least one scope of this level (low|medium|high)"),
+            ("max_sensitivity", "Declares no scope above this level"),
+            ("flag", "This capability flag is true"), ("owner", "`me`: my agents, any status"),
+        ]],
+        responses={200: AgentOutput(many=True), 400: ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        agents = selectors.agent_discover(user=request.user, params=request.query_params.dict())
+        paginator = Pagination()
+        page = paginator.paginate_queryset(agents, request, view=self)
+        return paginator.get_paginated_response(AgentOutput(page, many=True).data)
+
+    @extend_schema(operation_id="agents_create", request=AgentCreateInput,
+                   responses={201: OwnerAgentOutput, 400: ERROR, 401: ERROR, 413: ERROR})
+    def post(self, request: Request) -> Response:
+        IsUser().has_permission(request, self) or _forbid_agent_key()
+        data = _valid(AgentCreateInput, json_body(request))
+        agent, update, secret = services.agent_create(owner=request.user, **data)
+        body = _agent_body(agent, request.user)
+        if update is not None:
+            body.update(breaking_changes=[], changes=[], warnings=update.warnings)
+        if secret:
+            body["webhook_secret"] = secret
+        return Response(body, status=status.HTTP_201_CREATED, headers=_etag(agent))
+
+
+class AgentDetailView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_retrieve", responses={200: AgentOutput, 404: ERROR})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+        return Response(_agent_body(agent, request.user), headers=_etag(agent))
+
+    @extend_schema(
+        operation_id="agents_update", request=AgentUpdateInput,
+        parameters=[
+            OpenApiParameter("dry_run", bool, description="Validate and diff without saving"),
+            OpenApiParameter("If-Match", str, OpenApiParameter.HEADER,
+                             description='`"<version>"`: 409 VERSION_CONFLICT when stale'),
+        ],
+        responses={200: ManifestUpdateOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR,
+                   413: ERROR},
+    )
+    def patch(self, request: Request, agent_id: str) -> Response:
+        IsUser().has_permission(request, self) or _forbid_agent_key()
+        agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
+        data = _valid(AgentUpdateInput, json_body(request), partial=True)
+        expected = _expected_version(request, data.pop("expected_version", None))
+        dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
+        agent, update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
+                                                      expected_version=expected, dry_run=dry_run, **data)
+        body: dict[str, Any] = update.as_response() if update else {
+            "agent_id": str(agent.pk), "capability_manifest_version": agent.capability_manifest_version,
+            "capability_manifest_hash": agent.capability_manifest_hash or None, "breaking_changes": [],
+            "changes": [], "warnings": [], "scopes_requiring_reauth": [],
+        }
+        if dry_run:
+            body["dry_run"] = True
+        if secret:
+            body["webhook_secret"] = secret
+        return Response(body, headers=_etag(agent))
+
+
+def _forbid_agent_key() -> bool:
+    raise HasheeError("FORBIDDEN", "Agent keys cannot manage agents; use the owner's key.")
+
+
+def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
+                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
+    serializer = serializer_class(data=data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _expected_version(request: Request, from_body: int | None) -> int | None:
+    header = request.headers.get("If-Match")
+    if header is None:
+        return from_body
+    match = _IF_MATCH.match(header)
+    if match is None:
+        raise HasheeError("VALIDATION_ERROR", 'If-Match must be "<version>".',
+                          [{"path": "/If-Match", "code": "INVALID_VALUE", "message": 'expected "<version>"'}])
+    return int(match.group(1))
+
+
+class ManifestVersionListView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_manifest_versions_list", responses={200: VersionSummaryOutput(many=True)})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+        paginator = Pagination()
+        page = paginator.paginate_queryset(
+            selectors.manifest_versions(agent=agent).select_related("created_by"), request, view=self)
+        return paginator.get_paginated_response(VersionSummaryOutput(page, many=True).data)
+
+
+class ManifestVersionDetailView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_manifest_versions_retrieve", responses={200: VersionOutput, 404: ERROR})
+    def get(self, request: Request, agent_id: str, version: int) -> Response:
+        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+        found = selectors.manifest_version_get(agent=agent, version=version)
+        return Response(VersionOutput(found).data)
+
+
+class ManifestDiffView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="agents_manifest_diff",
+        parameters=[OpenApiParameter("from", int, required=True), OpenApiParameter("to", int, required=True)],
+        responses={200: ManifestUpdateOutput, 400: ERROR, 404: ERROR},
+    )
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+        start, end = _version_param(request, "from"), _version_param(request, "to")
+        old = selectors.manifest_version_get(agent=agent, version=start)
+        new = selectors.manifest_version_get(agent=agent, version=end)
+        diff = diff_manifests(old.manifest, new.manifest)
+        return Response({
+            "agent_id": str(agent.pk), "from": start, "to": end, "from_hash": old.hash, "to_hash": new.hash,
+            "breaking": diff.breaking, "breaking_changes": diff.breaking_changes, "changes": diff.changes,
+            "scopes_requiring_reauth": diff.scopes_requiring_reauth,
+        })
+
+
+def _version_param(request: Request, name: str) -> int:
+    raw = request.query_params.get(name, "")
+    if not raw.isdigit() or int(raw) < 1:
+        raise HasheeError("VALIDATION_ERROR", f"?{name}= must be a version number (1, 2, …).",
+                          [{"path": f"/{name}", "code": "INVALID_VALUE", "message": "expected a positive integer"}])
+    return int(raw)
+
+
+def _card(request: Request, agent_id: str, shape: str) -> Response:
+    agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+    if agent.capability_manifest is None:
+        raise HasheeError("NOT_FOUND", "This agent has not published a manifest yet.")
+    base = settings.HASHEE_PUBLIC_URL.rstrip("/")
+    card = build_agent_card(
+        manifest=agent.capability_manifest, name=agent.name, description=agent.description,
+        url=f"{base}/agents/{agent.pk}", version=str(agent.capability_manifest_version),
+        documentation_url=f"{base}/api/docs/", shape=shape,  # type: ignore[arg-type]
+    )
+    return Response(card)
+
+
+class AgentCardView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_agent_card", responses={200: dict, 404: ERROR})
+    def get(self, request: Request, agent_id: str) -> Response:
+        return _card(request, agent_id, "combined")
+
+
+class WellKnownAgentCardView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_well_known_agent_card", responses={200: dict, 404: ERROR})
+    def get(self, request: Request, agent_id: str) -> Response:
+        return _card(request, agent_id, "v1")
+
+
+class WellKnownAgentJsonView(APIView):
+    permission_classes = [AllowAny]
+
+    @extend_schema(operation_id="agents_well_known_agent_json", responses={200: dict, 404: ERROR})
+    def get(self, request: Request, agent_id: str) -> Response:
+        return _card(request, agent_id, "seed")
+
+
+class ManifestValidateView(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    @extend_schema(operation_id="manifests_validate", request=dict, responses={200: ValidateOutput, 400: ERROR})
+    def post(self, request: Request) -> Response:
+        result = validate_manifest(json_body(request))
+        return Response({
+            "valid": result.valid, "errors": [e.as_dict() for e in result.errors],
+            "warnings": [w.as_dict() for w in result.warnings], "size_bytes": result.size_bytes,
+            "hash": result.hash,
+        })
+
+
+class ManifestSchemaView(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    @extend_schema(operation_id="schemas_capability_manifest_v1", responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response(manifest_json_schema(), content_type="application/schema+json")

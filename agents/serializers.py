@@ -1,0 +1,95 @@
+"""Small input/output serializers of the agents API (one per shape)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agents.models import Agent, ManifestVersion
+
+
+class AgentCreateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    capability_manifest = serializers.JSONField(required=False, allow_null=True, default=None)
+    webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
+
+
+class AgentUpdateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False)
+    description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    capability_manifest = serializers.JSONField(required=False)
+    webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    expected_version = serializers.IntegerField(required=False, min_value=0)
+
+
+class AgentOutput(serializers.ModelSerializer):
+    agent_id = serializers.UUIDField(source="id", read_only=True)
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    capability_manifest_hash = serializers.SerializerMethodField()
+    highest_sensitivity = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Agent
+        fields = [
+            "agent_id", "name", "description", "owner", "status", "capability_manifest",
+            "capability_manifest_version", "capability_manifest_hash", "manifest_size_bytes",
+            "tool_count", "scope_count", "highest_sensitivity", "created_at", "updated_at",
+        ]
+
+    def get_capability_manifest_hash(self, agent: Agent) -> str | None:
+        return agent.capability_manifest_hash or None
+
+    def get_highest_sensitivity(self, agent: Agent) -> str | None:
+        levels = ("low", "medium", "high")
+        return levels[agent.max_sensitivity] if agent.max_sensitivity is not None else None
+
+
+class OwnerAgentOutput(AgentOutput):
+    """What the owner sees on top of the public view."""
+
+    manifest_warnings = serializers.SerializerMethodField()
+
+    class Meta(AgentOutput.Meta):
+        fields = [*AgentOutput.Meta.fields, "webhook_url", "manifest_warnings"]
+
+    def get_manifest_warnings(self, agent: Agent) -> list[dict[str, Any]]:
+        latest = agent.versions.order_by("-version").first()
+        return latest.warnings if latest else []
+
+
+class ManifestUpdateOutput(serializers.Serializer):
+    agent_id = serializers.UUIDField()
+    capability_manifest_version = serializers.IntegerField()
+    capability_manifest_hash = serializers.CharField(allow_null=True)
+    breaking_changes = serializers.ListField(child=serializers.DictField())
+    changes = serializers.ListField(child=serializers.DictField())
+    warnings = serializers.ListField(child=serializers.DictField())
+    scopes_requiring_reauth = serializers.ListField(child=serializers.CharField())
+    dry_run = serializers.BooleanField(required=False)
+    webhook_secret = serializers.CharField(required=False)
+
+
+class VersionSummaryOutput(serializers.ModelSerializer):
+    created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+
+    class Meta:
+        model = ManifestVersion
+        fields = ["version", "hash", "size_bytes", "breaking", "scopes_requiring_reauth", "warnings",
+                  "created_by", "created_at"]
+
+
+class VersionOutput(VersionSummaryOutput):
+    breaking_changes = serializers.ListField(child=serializers.DictField(), read_only=True)
+
+    class Meta(VersionSummaryOutput.Meta):
+        fields = [*VersionSummaryOutput.Meta.fields, "manifest", "changes", "breaking_changes"]
+
+
+class ValidateOutput(serializers.Serializer):
+    valid = serializers.BooleanField()
+    errors = serializers.ListField(child=serializers.DictField())
+    warnings = serializers.ListField(child=serializers.DictField())
+    size_bytes = serializers.IntegerField(allow_null=True)
+    hash = serializers.CharField(allow_null=True)

@@ -1,0 +1,249 @@
+"""Every write to an agent goes through here (API, portal, admin, shell, commands)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agents.models import Agent, ManifestVersion
+from hashee.core.canonical import canonical_hash
+from hashee.core.diff import DiffResult, diff_manifests
+from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee.errors import HasheeError
+from hashee.events import event_emit
+from hashee.webhooks import webhook_url_check
+
+logger = logging.getLogger(__name__)
+telemetry = logging.getLogger("hashee.telemetry")
+
+UNSET: Any = object()
+
+
+@dataclass
+class ManifestUpdate:
+    """What a manifest submission did (or, for a dry run, would do)."""
+
+    agent_id: str
+    version: int
+    hash: str
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    scopes_requiring_reauth: list[str] = field(default_factory=list)
+    stored: bool = False
+
+    @property
+    def breaking_changes(self) -> list[dict[str, Any]]:
+        return [c for c in self.changes if c.get("breaking")]
+
+    def as_response(self) -> dict[str, Any]:
+        return {
+            "agent_id": self.agent_id,
+            "capability_manifest_version": self.version,
+            "capability_manifest_hash": self.hash,
+            "breaking_changes": self.breaking_changes,
+            "changes": self.changes,
+            "warnings": self.warnings,
+            "scopes_requiring_reauth": self.scopes_requiring_reauth,
+        }
+
+
+def manifest_check(manifest: Any) -> ValidationResult:
+    """Validate a manifest; raises MANIFEST_TOO_LARGE (413) or MANIFEST_INVALID (400)."""
+    result = validate_manifest(manifest)
+    if result.too_large:
+        raise HasheeError("MANIFEST_TOO_LARGE", "The canonical manifest is larger than 131072 bytes.",
+                          [e.as_dict() for e in result.errors])
+    if not result.valid:
+        count = len(result.errors)
+        raise HasheeError("MANIFEST_INVALID", f"The manifest has {count} error{'s' * (count != 1)}.",
+                          [e.as_dict() for e in result.errors])
+    return result
+
+
+def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersion | None:
+    """Store the agent's current manifest as the next version, with its diff.
+
+    Runs inside the agent's save transaction (from the post_save signal). Idempotent by
+    content hash: an unchanged manifest stores nothing. Raises MANIFEST_INVALID /
+    MANIFEST_TOO_LARGE, which rolls the save back.
+    """
+    manifest = agent.capability_manifest
+    if manifest is None:
+        return None
+    checked: ValidationResult | None = getattr(agent, "_checked_manifest", None)
+    if checked is None or checked.hash != canonical_hash(manifest):
+        checked = manifest_check(manifest)
+    latest = ManifestVersion.objects.filter(agent_id=agent.pk).order_by("-version").first()
+    if latest is not None and latest.hash == checked.hash:
+        return None
+    diff = diff_manifests(latest.manifest if latest else None, manifest)
+    version = ManifestVersion.objects.create(
+        agent_id=agent.pk, version=(latest.version if latest else 0) + 1, manifest=manifest,
+        hash=checked.hash, size_bytes=checked.size_bytes, changes=diff.changes, breaking=diff.breaking,
+        scopes_requiring_reauth=diff.scopes_requiring_reauth, withheld_scopes=diff.raised_scopes,
+        removed_scopes=diff.removed_scopes, warnings=[w.as_dict() for w in checked.warnings],
+        created_by=_user_or_none(actor or getattr(agent, "_actor", None) or agent.owner),
+    )
+    _sync_agent_index(agent, version)
+    _emit_manifest_events(agent, version)
+    agent._recorded_version = version
+    agent._recorded_diff = diff
+    return version
+
+
+def _user_or_none(actor: Any) -> Any:
+    return actor if getattr(actor, "pk", None) is not None and not getattr(actor, "is_agent", False) else None
+
+
+def _sync_agent_index(agent: Agent, version: ManifestVersion) -> None:
+    scopes = version.manifest.get("permission_scopes", [])
+    levels = sorted({s["sensitivity"] for s in scopes}, key=SENSITIVITY_ORDER.__getitem__)
+    fields = {
+        "capability_manifest_version": version.version,
+        "capability_manifest_hash": version.hash,
+        "scope_index": "".join(f"|{s['id']}" for s in scopes) + "|" if scopes else "",
+        "sensitivity_index": "".join(f"|{lvl}" for lvl in levels) + "|" if levels else "",
+        "max_sensitivity": max((SENSITIVITY_ORDER[lvl] for lvl in levels), default=None),
+        "tool_count": len(version.manifest.get("tools", [])),
+        "scope_count": len(scopes),
+        "manifest_size_bytes": version.size_bytes,
+    }
+    Agent.objects.filter(pk=agent.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(agent, name, value)
+
+
+def _emit_manifest_events(agent: Agent, version: ManifestVersion) -> None:
+    """One event for the agent's whole audience (never one per relation) + telemetry."""
+    data: dict[str, Any] = {"agent_id": str(agent.pk), "new_manifest_version": version.version,
+                            "new_manifest_hash": version.hash}
+    for warning in version.warnings:
+        if warning["code"] == "MANIFEST_SIZE_WARNING":
+            telemetry.warning("manifest_size_warning agent=%s version=%s size_bytes=%s",
+                              agent.pk, version.version, version.size_bytes)
+            event_emit(type="agent.telemetry_warning", user=agent.owner,
+                       data={"agent_id": str(agent.pk), "manifest_version": version.version,
+                             "code": "MANIFEST_SIZE_WARNING", "size_bytes": version.size_bytes})
+    if version.breaking:
+        data["scopes_requiring_reauth"] = version.scopes_requiring_reauth
+        event_emit(type="h2a.reauth_required", data=data, audience=agent, agent=agent)
+    else:
+        event_emit(type="agent.manifest_updated", data=data, audience=agent, agent=agent)
+
+
+def agent_create(*, owner: Any, name: str, description: str = "", capability_manifest: Any = None,
+                 webhook_url: str = "") -> tuple[Agent, ManifestUpdate | None, str | None]:
+    """Create an agent (with its first manifest version if a manifest is given).
+
+    Returns the agent, what the manifest did, and the webhook secret if one was issued.
+    """
+    checked = manifest_check(capability_manifest) if capability_manifest is not None else None
+    secret = _webhook_secret_for(webhook_url, current_url="")
+    agent = Agent(owner=owner, name=name, description=description, capability_manifest=capability_manifest,
+                  webhook_url=webhook_url, webhook_secret=secret or "")
+    agent._checked_manifest = checked
+    with transaction.atomic():
+        agent.save()
+    update = _update_from(agent, checked) if checked is not None else None
+    return agent, update, secret
+
+
+def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: str = UNSET,
+                 capability_manifest: Any = UNSET, webhook_url: str = UNSET,
+                 expected_version: int | None = None, dry_run: bool = False,
+                 ) -> tuple[Agent, ManifestUpdate | None, str | None]:
+    """Change an agent's fields and/or manifest under a row lock (gapless versions).
+
+    Raises VERSION_CONFLICT when ``expected_version`` is stale, MANIFEST_* when invalid.
+    """
+    checked = manifest_check(capability_manifest) if capability_manifest is not UNSET else None
+    try:
+        with transaction.atomic():
+            agent = Agent.objects.select_for_update().get(pk=agent_id)
+            if expected_version is not None and expected_version != agent.capability_manifest_version:
+                raise HasheeError("VERSION_CONFLICT",
+                                  f"Expected version {expected_version}, current is {agent.capability_manifest_version}.",
+                                  [{"path": "", "code": "VERSION_CONFLICT",
+                                    "message": f"current version is {agent.capability_manifest_version}"}])
+            if dry_run:
+                return agent, _preview(agent, checked, capability_manifest), None
+            secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url)
+            if checked is not None:
+                agent.capability_manifest = capability_manifest
+                agent._checked_manifest = checked
+                agent._actor = actor
+            agent.save()
+    except IntegrityError as exc:
+        # Only possible on SQLite, which has no row locks: two writers raced for a number.
+        raise HasheeError("VERSION_CONFLICT", "Another change was saved at the same time; retry.") from exc
+    return agent, (_update_from(agent, checked) if checked is not None else None), secret
+
+
+def _apply_fields(agent: Agent, *, name: str, description: str, webhook_url: str) -> str | None:
+    if name is not UNSET:
+        agent.name = name
+    if description is not UNSET:
+        agent.description = description
+    secret = None
+    if webhook_url is not UNSET:
+        secret = _webhook_secret_for(webhook_url, current_url=agent.webhook_url,
+                                     has_secret=bool(agent.webhook_secret))
+        agent.webhook_url = webhook_url
+        if secret:
+            agent.webhook_secret = secret
+    return secret
+
+
+def _webhook_secret_for(url: str, *, current_url: str, has_secret: bool = False) -> str | None:
+    """Check a webhook URL; issue a ``whsec_`` secret the first time a URL is set."""
+    if not url:
+        return None
+    webhook_url_check(url)
+    if has_secret:
+        return None
+    # Standard Webhooks secrets are base64 after the prefix (its libraries decode them).
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any) -> ManifestUpdate | None:
+    if checked is None:
+        return None
+    if agent.capability_manifest is not None and checked.hash == agent.capability_manifest_hash:
+        return _unchanged(agent, checked)
+    diff = diff_manifests(agent.capability_manifest, manifest)
+    return _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False)
+
+
+def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
+    version: ManifestVersion | None = getattr(agent, "_recorded_version", None)
+    diff: DiffResult | None = getattr(agent, "_recorded_diff", None)
+    if version is None or diff is None:
+        return _unchanged(agent, checked)
+    return _from_diff(agent, checked, diff, version=version.version, stored=True)
+
+
+def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
+    return ManifestUpdate(agent_id=str(agent.pk), version=agent.capability_manifest_version,
+                          hash=agent.capability_manifest_hash, warnings=[w.as_dict() for w in checked.warnings])
+
+
+def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, version: int,
+               stored: bool) -> ManifestUpdate:
+    assert checked.hash is not None
+    return ManifestUpdate(agent_id=str(agent.pk), version=version, hash=checked.hash, changes=diff.changes,
+                          warnings=[w.as_dict() for w in checked.warnings],
+                          scopes_requiring_reauth=diff.scopes_requiring_reauth, stored=stored)
+
+
+def agent_set_status(*, agent: Agent, status: str) -> Agent:
+    """Operators' registry state: enabled | paused | deprecated."""
+    if status not in Agent.Status.values:
+        raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
+    Agent.objects.filter(pk=agent.pk).update(status=status)
+    agent.status = status
+    return agent

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from agents import api
+
+urlpatterns = [
+    path("agents", api.AgentListCreateView.as_view(), name="agents"),
+    path("agents/<uuid:agent_id>", api.AgentDetailView.as_view(), name="agent"),
+    path("agents/<uuid:agent_id>/manifest/versions", api.ManifestVersionListView.as_view(), name="agent-versions"),
+    path("agents/<uuid:agent_id>/manifest/versions/<int:version>", api.ManifestVersionDetailView.as_view(),
+         name="agent-version"),
+    path("agents/<uuid:agent_id>/manifest/diff", api.ManifestDiffView.as_view(), name="agent-diff"),
+    path("agents/<uuid:agent_id>/agent-card.json", api.AgentCardView.as_view(), name="agent-card"),
+    path("agents/<uuid:agent_id>/.well-known/agent-card.json", api.WellKnownAgentCardView.as_view(),
+         name="agent-card-v1"),
+    path("agents/<uuid:agent_id>/.well-known/agent.json", api.WellKnownAgentJsonView.as_view(),
+         name="agent-card-seed"),
+    path("manifests/validate", api.ManifestValidateView.as_view(), name="manifests-validate"),
+    path("schemas/capability-manifest/v1.json", api.ManifestSchemaView.as_view(), name="manifest-schema"),
+]

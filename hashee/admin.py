@@ -1,0 +1,88 @@
+"""Operators: webhook deliveries and their attempts (never a message's payload)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from agents.admin import pretty_json
+from hashee.webhook_models import WebhookAttempt, WebhookDelivery
+from hashee.webhooks import webhook_redeliver
+
+HIDDEN_PAYLOAD = "(end-to-end encrypted, not shown)"
+
+
+def payload_for_operators(delivery: WebhookDelivery) -> Any:
+    """The delivery's body with a message's (encrypted) payload replaced by a note."""
+    payload = copy.deepcopy(delivery.payload)
+    if delivery.event_type != "message.new":
+        return payload
+    data = payload.get("data") if isinstance(payload, dict) else None
+    message = data.get("message") if isinstance(data, dict) else None
+    if isinstance(message, dict) and "payload" in message:
+        message["payload"] = HIDDEN_PAYLOAD
+    return payload
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class WebhookAttemptInline(ReadOnlyInline):
+    model = WebhookAttempt
+    fields = ["attempted_at", "url", "status_code", "duration_ms", "error", "response_excerpt"]
+    readonly_fields = fields
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["msg_id", "agent", "event_type", "status", "attempt_count", "last_status_code",
+                    "next_attempt", "created_at"]
+    list_filter = ["status", "event_type"]
+    search_fields = ["agent__name", "=msg_id"]
+    list_select_related = ["agent"]
+    fields = ["agent", "event_type", "event_id", "msg_id", "status", "attempt_count", "next_attempt_at",
+              "last_status_code", "last_error", "created_at", "delivered_at", "pretty_payload"]
+    readonly_fields = fields
+    inlines = [WebhookAttemptInline]
+    actions = ["redeliver"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # deliveries come from events only
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # every delivery stays recorded (SPEC §5.4)
+
+    def has_redeliver_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("hashee.change_webhookdelivery")
+
+    @admin.display(description="next attempt", ordering="next_attempt_at")
+    def next_attempt(self, obj: WebhookDelivery) -> Any:
+        return obj.next_attempt_at if obj.status == WebhookDelivery.Status.PENDING else "—"
+
+    @admin.display(description="payload")
+    def pretty_payload(self, obj: WebhookDelivery) -> str:
+        return pretty_json(payload_for_operators(obj))
+
+    @admin.action(description="Redeliver selected", permissions=["redeliver"])
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        count = 0
+        for delivery in queryset:
+            webhook_redeliver(delivery=delivery)
+            count += 1
+        messages.success(request, f"{count} deliver{'y' if count == 1 else 'ies'} queued again.")

@@ -1,0 +1,148 @@
+"""API plumbing shared by every app: the strict JSON parser, the one exception
+handler that maps errors to the SPEC's shape, pagination and common permissions."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from hashee.core.strictjson import MalformedJSON, loads_strict
+from hashee.errors import HasheeError
+
+if TYPE_CHECKING:  # rest_framework.views reads these settings at import: no cycle
+    from rest_framework.views import APIView
+
+logger = logging.getLogger(__name__)
+
+
+class BodyTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "REQUEST_TOO_LARGE"
+
+
+class StrictJSONParser(BaseParser):
+    """JSON parser that rejects hostile JSON (SPEC §2 MALFORMED_JSON) and large bodies
+    without reading past the limit."""
+
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = settings.MAX_REQUEST_BODY_BYTES
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            raise BodyTooLarge(f"Request body is larger than {limit} bytes.")
+        try:
+            return loads_strict(data)
+        except MalformedJSON as exc:
+            raise HasheeError("MALFORMED_JSON", str(exc)) from exc
+
+
+def json_body(request: Request) -> Any:
+    """The parsed body; an empty body is MALFORMED_JSON (DRF would give ``{}``)."""
+    if request.stream is None:
+        raise HasheeError("MALFORMED_JSON", "The request body is empty; a JSON document is required.")
+    return request.data
+
+
+class Pagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+class IsUser(BasePermission):
+    """A human user (session or hsk_ key), not an agent key."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if not request.user or not request.user.is_authenticated:
+            raise exceptions.NotAuthenticated()
+        return not getattr(request.user, "is_agent", False)
+
+
+_DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
+    (BodyTooLarge, "REQUEST_TOO_LARGE"),
+    (exceptions.NotAuthenticated, "NOT_AUTHENTICATED"),
+    (exceptions.AuthenticationFailed, "NOT_AUTHENTICATED"),
+    (exceptions.PermissionDenied, "FORBIDDEN"),
+    (exceptions.NotFound, "NOT_FOUND"),
+    (exceptions.MethodNotAllowed, "METHOD_NOT_ALLOWED"),
+    (exceptions.UnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE"),
+    (exceptions.NotAcceptable, "NOT_ACCEPTABLE"),
+    (exceptions.Throttled, "RATE_LIMITED"),
+    (exceptions.ParseError, "MALFORMED_JSON"),
+    (exceptions.ValidationError, "VALIDATION_ERROR"),
+]
+
+
+def error_response(code: str, message: str, http_status: int, details: list[Any] | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    body = {"error": {"code": code, "message": message, "details": details or []}}
+    return Response(body, status=http_status, headers=headers)
+
+
+def validation_details(detail: Any, prefix: str = "") -> list[dict[str, str]]:
+    """Flatten DRF's nested ValidationError detail into pointer/code/message entries."""
+    if isinstance(detail, dict):
+        out: list[dict[str, str]] = []
+        for key, value in detail.items():
+            sub = "" if key == "non_field_errors" else f"{prefix}/{key}"
+            out.extend(validation_details(value, sub))
+        return out
+    if isinstance(detail, list):
+        if all(isinstance(item, exceptions.ErrorDetail) for item in detail):
+            return [_detail(prefix, item) for item in detail]
+        out = []
+        for index, value in enumerate(detail):
+            out.extend(validation_details(value, f"{prefix}/{index}"))
+        return out
+    return [_detail(prefix, detail)]
+
+
+def _detail(path: str, item: Any) -> dict[str, str]:
+    code = str(getattr(item, "code", "invalid")).upper()
+    return {"path": path, "code": code, "message": str(item)}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Map every error to ``{"error": {"code", "message", "details"}}``."""
+    if isinstance(exc, HasheeError):
+        return error_response(exc.code, exc.message, exc.http_status, exc.details, exc.headers)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("database unavailable: %s", type(exc).__name__)
+        return error_response("SERVICE_UNAVAILABLE", "The database is unavailable; retry shortly.", 503,
+                              headers={"Retry-After": "2"})
+    if isinstance(exc, DatabaseError):
+        return None
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    code = next((c for cls, c in _DRF_CODES if isinstance(exc, cls)), "INTERNAL_ERROR")
+    headers: dict[str, str] = {}
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        headers["Retry-After"] = str(int(exc.wait))
+    if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+        headers["WWW-Authenticate"] = 'Bearer realm="api"'
+        return error_response(code, _message(exc), 401, headers=headers)
+    details = validation_details(exc.detail) if isinstance(exc, exceptions.ValidationError) else []
+    message = "The request is invalid; see details." if details else _message(exc)
+    return error_response(code, message, exc.status_code, details, headers)
+
+
+def _message(exc: exceptions.APIException) -> str:
+    detail = exc.detail
+    if isinstance(detail, (list, dict)):
+        return str(exc.default_detail)
+    return str(detail)

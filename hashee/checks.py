@@ -1,0 +1,27 @@
+"""System checks for settings that would be dangerous in production."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+
+
+@register()
+def check_secret_key(app_configs: Any, **kwargs: Any) -> list[Any]:
+    if not settings.DEBUG and settings.SECRET_KEY == settings.INSECURE_DEV_SECRET_KEY:
+        return [Warning("DJANGO_SECRET_KEY is not set; using the development key.",
+                        hint="Set DJANGO_SECRET_KEY in production.", id="hashee.W001")]
+    return []
+
+
+@register()
+def check_redis_for_sqlite(app_configs: Any, **kwargs: Any) -> list[Any]:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if settings.REDIS_URL and engine.endswith("sqlite3"):
+        return [Warning("REDIS_URL is set with SQLite; several workers on one SQLite file will contend.",
+                        id="hashee.W002")]
+    if settings.MAX_REQUEST_BODY_BYTES < 262144 + 4096:
+        return [Error("HASHEE_MAX_REQUEST_BODY_BYTES is below the message payload cap.", id="hashee.E001")]
+    return []

@@ -1,0 +1,441 @@
+"""Capability manifest validation (SPEC §3): every violation, each with its JSON pointer.
+
+Decisions where SPEC §3 is silent:
+
+* A manifest over the size cap reports only ``MANIFEST_TOO_LARGE`` (with its size and
+  hash): the API answers 413 anyway, and the other checks would cost CPU on input the
+  platform refuses.
+* A manifest that cannot be canonicalized (e.g. an integer beyond ±(2^53 - 1)) reports
+  ``NOT_CANONICALIZABLE`` at that value and every other violation; size and hash are None.
+* ``REQUIRED`` points at the missing member (``/tools/0/name``), not at its parent.
+* ``timeout_ms`` must be a JSON integer: ``5000.0`` and ``true`` are ``INVALID_TYPE``.
+* Fallback texts are 1..500 characters and i18n keys at most 128 (``TOO_LONG``); an
+  empty fallback is ``INVALID_VALUE``.
+* Errors and warnings are sorted by pointer (array indexes numerically), then code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hashee.core.canonical import CanonicalizationError, canonicalize, pointer_token, sha256_hex
+from hashee.core.input_schema import check_input_schema
+
+MANIFEST_MAX_BYTES = 131072
+MANIFEST_WARN_BYTES = 65536
+DEFAULT_TIMEOUT_MS = 10000
+MAX_TIMEOUT_MS = 600000
+SCHEMA_VERSION = "1.0"
+SCOPE_ID_MAX_LENGTH = 64
+I18N_KEY_MAX_LENGTH = 128
+FALLBACK_MAX_LENGTH = 500
+RESERVED_SCOPE_PREFIXES = ("hashee:", "system:")
+
+PRESET_SCOPES: dict[str, str] = {
+    "notification:send": "low",
+    "filesystem:read": "medium",
+    "clipboard:read": "medium",
+    "location:read": "high",
+}
+SENSITIVITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
+CAPABILITY_FLAGS: tuple[str, ...] = (
+    "supports_streaming",
+    "supports_artifacts",
+    "supports_voice",
+    "supports_group_chat",
+)
+
+TOP_KEYS = ("schema_version", "agent_version", "tools", "permission_scopes", "capability_flags")
+TOP_REQUIRED = ("schema_version", "agent_version", "tools", "permission_scopes")
+TOOL_KEYS = (
+    "name",
+    "description_i18n_key",
+    "description_fallback",
+    "input_schema",
+    "permission_scope",
+    "timeout_ms",
+    "required",
+)
+TOOL_REQUIRED = ("name", "description_i18n_key", "input_schema", "permission_scope")
+SCOPE_KEYS = (
+    "id",
+    "label_i18n_key",
+    "description_i18n_key",
+    "label_fallback",
+    "description_fallback",
+    "sensitivity",
+)
+SCOPE_REQUIRED = ("id", "label_i18n_key", "sensitivity")
+
+# The official SemVer 2.0.0 expression, with [0-9] for \d (Python's \d is any Unicode digit).
+SEMVER_PATTERN = (
+    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{1,31}$"
+SCOPE_ID_PATTERN = r"^[a-z][a-z0-9_-]*:[a-z][a-z0-9_-]*$"
+I18N_KEY_PATTERN = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
+
+_SEMVER = re.compile(SEMVER_PATTERN)
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+_SCOPE_ID = re.compile(SCOPE_ID_PATTERN)
+_I18N_KEY = re.compile(I18N_KEY_PATTERN)
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation error or warning at an RFC 6901 pointer."""
+
+    path: str
+    code: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The SPEC §2 details entry."""
+        return {"path": self.path, "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """What validate_manifest found; size and hash are None if not canonicalizable."""
+
+    errors: list[Issue]
+    warnings: list[Issue]
+    size_bytes: int | None
+    hash: str | None
+    canonical: bytes | None
+
+    @property
+    def valid(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def too_large(self) -> bool:
+        """True when the API must answer 413 MANIFEST_TOO_LARGE."""
+        return any(issue.code == "MANIFEST_TOO_LARGE" for issue in self.errors)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The body of POST /manifests/validate."""
+        return {
+            "valid": self.valid,
+            "errors": [issue.as_dict() for issue in self.errors],
+            "warnings": [issue.as_dict() for issue in self.warnings],
+            "size_bytes": self.size_bytes,
+            "hash": self.hash,
+        }
+
+
+@dataclass
+class _Report:
+    errors: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+
+    def error(self, path: str, code: str, message: str) -> None:
+        self.errors.append(Issue(path, code, message))
+
+    def warn(self, path: str, code: str, message: str) -> None:
+        self.warnings.append(Issue(path, code, message))
+
+
+def validate_manifest(manifest: Any) -> ValidationResult:
+    """Check ``manifest`` against every rule of SPEC §3; never raises."""
+    report = _Report()
+    try:
+        canonical: bytes | None = canonicalize(manifest)
+    except CanonicalizationError as exc:
+        canonical = None
+        report.error(exc.path, "NOT_CANONICALIZABLE", exc.message)
+    if canonical is not None and len(canonical) > MANIFEST_MAX_BYTES:
+        report.error("", "MANIFEST_TOO_LARGE", _too_large_message(len(canonical)))
+        return _result(report, canonical)
+    if canonical is not None and len(canonical) >= MANIFEST_WARN_BYTES:
+        report.warn("", "MANIFEST_SIZE_WARNING", _size_warning_message(len(canonical)))
+    try:
+        _check_manifest(manifest, report)
+    except RecursionError:
+        report.error("", "INVALID_VALUE", "The manifest is nested too deeply to be validated.")
+    return _result(report, canonical)
+
+
+def with_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy with timeout_ms, required and all capability flags filled in."""
+    filled: dict[str, Any] = _copy_json(dict(manifest))
+    tools = filled.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict):
+            tool.setdefault("timeout_ms", DEFAULT_TIMEOUT_MS)
+            tool.setdefault("required", False)
+    flags = filled.setdefault("capability_flags", {})
+    if isinstance(flags, dict):
+        for flag in CAPABILITY_FLAGS:
+            flags.setdefault(flag, False)
+    return filled
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    """The manifest's own JSON Schema (Draft 2020-12), served for local validation."""
+    # Imported here because that module builds the schema from this module's constants.
+    from hashee.core.manifest_jsonschema import build_manifest_json_schema
+
+    return build_manifest_json_schema()
+
+
+def _result(report: _Report, canonical: bytes | None) -> ValidationResult:
+    return ValidationResult(
+        errors=sorted(report.errors, key=_issue_order),
+        warnings=sorted(report.warnings, key=_issue_order),
+        size_bytes=None if canonical is None else len(canonical),
+        hash=None if canonical is None else sha256_hex(canonical),
+        canonical=canonical,
+    )
+
+
+def _issue_order(issue: Issue) -> tuple[tuple[tuple[int, int, str], ...], str]:
+    # Array indexes sort numerically: /tools/2 before /tools/10.
+    tokens = issue.path.split("/")[1:]
+    return tuple((0, len(t), t) if t.isascii() and t.isdigit() else (1, 0, t) for t in tokens), issue.code
+
+
+def _too_large_message(size: int) -> str:
+    return f"The canonical manifest is {size} bytes; the limit is {MANIFEST_MAX_BYTES} bytes."
+
+
+def _size_warning_message(size: int) -> str:
+    return f"The canonical manifest is {size} bytes, close to the {MANIFEST_MAX_BYTES}-byte limit."
+
+
+def _check_manifest(manifest: Any, report: _Report) -> None:
+    if not isinstance(manifest, dict):
+        report.error("", "INVALID_TYPE", f"The manifest must be a JSON object, not {_json_type(manifest)}.")
+        return
+    _check_members(manifest, "", TOP_KEYS, TOP_REQUIRED, report)
+    _check_versions(manifest, report)
+    scopes = _check_scopes(manifest, report)
+    used = _check_tools(manifest, {scope_id for _, scope_id, _ in scopes}, report)
+    _check_flags(manifest, report)
+    _warn_about_scopes(scopes, used, report)
+
+
+def _check_members(
+    obj: dict[str, Any], path: str, allowed: tuple[str, ...], required: tuple[str, ...], report: _Report
+) -> None:
+    for key in obj:
+        if key not in allowed:
+            message = f"Unknown member {_quote(str(key))}; allowed here: {', '.join(allowed)}."
+            report.error(f"{path}/{pointer_token(str(key))}", "UNKNOWN_FIELD", message)
+    for key in required:
+        if key not in obj:
+            report.error(f"{path}/{key}", "REQUIRED", f"The member {key} is required.")
+
+
+def _check_versions(manifest: dict[str, Any], report: _Report) -> None:
+    schema_version = _string_member(manifest, "schema_version", "", report)
+    if schema_version is not None and schema_version != SCHEMA_VERSION:
+        message = f"schema_version must be exactly {SCHEMA_VERSION!r}, not {_quote(schema_version)}."
+        report.error("/schema_version", "INVALID_VALUE", message)
+    agent_version = _string_member(manifest, "agent_version", "", report)
+    if agent_version is not None and not _SEMVER.fullmatch(agent_version):
+        message = f"agent_version {_quote(agent_version)} is not a SemVer 2.0.0 version such as 1.4.0."
+        report.error("/agent_version", "INVALID_SEMVER", message)
+
+
+def _check_scopes(manifest: dict[str, Any], report: _Report) -> list[tuple[int, str, dict[str, Any]]]:
+    """Check permission_scopes; return (index, id, scope) of those with a string id."""
+    scopes = _list_member(manifest, "permission_scopes", report)
+    declared: list[tuple[int, str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for index, scope in enumerate(scopes):
+        path = f"/permission_scopes/{index}"
+        if not isinstance(scope, dict):
+            report.error(path, "INVALID_TYPE", f"A permission scope must be an object, not {_json_type(scope)}.")
+            continue
+        _check_members(scope, path, SCOPE_KEYS, SCOPE_REQUIRED, report)
+        scope_id = _string_member(scope, "id", path, report)
+        if scope_id is not None:
+            _check_scope_id(scope_id, f"{path}/id", seen, report)
+            declared.append((index, scope_id, scope))
+        _check_sensitivity(scope, scope_id, path, report)
+        _check_texts(scope, path, ("label_i18n_key", "description_i18n_key"), report)
+    return declared
+
+
+def _check_scope_id(scope_id: str, path: str, seen: set[str], report: _Report) -> None:
+    if len(scope_id) > SCOPE_ID_MAX_LENGTH:
+        message = f"The scope id is {len(scope_id)} characters; at most {SCOPE_ID_MAX_LENGTH} are allowed."
+        report.error(path, "TOO_LONG", message)
+    if not _SCOPE_ID.fullmatch(scope_id):
+        message = f"The scope id {_quote(scope_id)} must look like resource:action ({SCOPE_ID_PATTERN})."
+        report.error(path, "PATTERN_MISMATCH", message)
+    if scope_id.startswith(RESERVED_SCOPE_PREFIXES):
+        message = f"The scope id {_quote(scope_id)} uses a prefix reserved for the platform (hashee:, system:)."
+        report.error(path, "RESERVED_SCOPE_PREFIX", message)
+    if scope_id in seen:
+        report.error(path, "DUPLICATE", f"The scope id {_quote(scope_id)} is declared more than once.")
+    seen.add(scope_id)
+
+
+def _check_sensitivity(scope: dict[str, Any], scope_id: str | None, path: str, report: _Report) -> None:
+    level = _string_member(scope, "sensitivity", path, report)
+    if level is None:
+        return
+    if level not in SENSITIVITY_ORDER:
+        message = f"sensitivity must be one of low, medium, high, not {_quote(level)}."
+        report.error(f"{path}/sensitivity", "INVALID_VALUE", message)
+        return
+    floor = PRESET_SCOPES.get(scope_id or "")
+    if floor is not None and SENSITIVITY_ORDER[level] < SENSITIVITY_ORDER[floor]:
+        message = f"The preset scope {scope_id} has platform sensitivity {floor}; it cannot be declared {level}."
+        report.error(f"{path}/sensitivity", "SENSITIVITY_BELOW_PRESET", message)
+
+
+def _check_texts(obj: dict[str, Any], path: str, keys: tuple[str, ...], report: _Report) -> None:
+    """Check the i18n keys named in ``keys`` and the fallbacks of ``obj``."""
+    for key in keys:
+        value = _string_member(obj, key, path, report)
+        if value is None:
+            continue
+        if len(value) > I18N_KEY_MAX_LENGTH:
+            report.error(f"{path}/{key}", "TOO_LONG", f"{key} is longer than {I18N_KEY_MAX_LENGTH} characters.")
+        elif not _I18N_KEY.fullmatch(value):
+            message = f"{key} {_quote(value)} must be dotted lowercase words such as agent.cap.read_file.label."
+            report.error(f"{path}/{key}", "PATTERN_MISMATCH", message)
+    for key in ("label_fallback", "description_fallback"):
+        value = _string_member(obj, key, path, report)
+        if value == "":
+            report.error(f"{path}/{key}", "INVALID_VALUE", f"{key} must not be empty.")
+        elif value is not None and len(value) > FALLBACK_MAX_LENGTH:
+            message = f"{key} is {len(value)} characters; at most {FALLBACK_MAX_LENGTH} are allowed."
+            report.error(f"{path}/{key}", "TOO_LONG", message)
+
+
+def _check_tools(manifest: dict[str, Any], declared: set[str], report: _Report) -> set[str]:
+    """Check tools; return the scope ids they use."""
+    used: set[str] = set()
+    names: set[str] = set()
+    for index, tool in enumerate(_list_member(manifest, "tools", report)):
+        path = f"/tools/{index}"
+        if not isinstance(tool, dict):
+            report.error(path, "INVALID_TYPE", f"A tool must be an object, not {_json_type(tool)}.")
+            continue
+        _check_members(tool, path, TOOL_KEYS, TOOL_REQUIRED, report)
+        _check_tool_name(tool, path, names, report)
+        _check_texts(tool, path, ("description_i18n_key",), report)
+        if "input_schema" in tool:
+            check_input_schema(tool["input_schema"], f"{path}/input_schema", report.error)
+        scope = _string_member(tool, "permission_scope", path, report)
+        if scope is not None:
+            used.add(scope)
+            if scope not in declared:
+                message = f"permission_scope {_quote(scope)} is not one of permission_scopes[].id."
+                report.error(f"{path}/permission_scope", "UNKNOWN_SCOPE", message)
+        _check_timeout_and_required(tool, path, report)
+    return used
+
+
+def _check_tool_name(tool: dict[str, Any], path: str, names: set[str], report: _Report) -> None:
+    name = _string_member(tool, "name", path, report)
+    if name is None:
+        return
+    if not _TOOL_NAME.fullmatch(name):
+        message = f"The tool name {_quote(name)} must match {TOOL_NAME_PATTERN} (2-32 lowercase characters)."
+        report.error(f"{path}/name", "PATTERN_MISMATCH", message)
+    if name in names:
+        report.error(f"{path}/name", "DUPLICATE", f"The tool name {_quote(name)} is used more than once.")
+    names.add(name)
+
+
+def _check_timeout_and_required(tool: dict[str, Any], path: str, report: _Report) -> None:
+    if "timeout_ms" in tool:
+        timeout = tool["timeout_ms"]
+        if type(timeout) is not int:  # bool is an int subclass; 5000.0 is not a JSON integer here
+            message = f"timeout_ms must be a JSON integer such as 5000, not {_json_type(timeout)}."
+            report.error(f"{path}/timeout_ms", "INVALID_TYPE", message)
+        elif not 1 <= timeout <= MAX_TIMEOUT_MS:
+            message = f"timeout_ms must be between 1 and {MAX_TIMEOUT_MS} milliseconds."
+            report.error(f"{path}/timeout_ms", "OUT_OF_RANGE", message)
+    if "required" in tool and not isinstance(tool["required"], bool):
+        message = f"required must be true or false, not {_json_type(tool['required'])}."
+        report.error(f"{path}/required", "INVALID_TYPE", message)
+
+
+def _check_flags(manifest: dict[str, Any], report: _Report) -> None:
+    if "capability_flags" not in manifest:
+        return
+    flags = manifest["capability_flags"]
+    if not isinstance(flags, dict):
+        message = f"capability_flags must be an object, not {_json_type(flags)}."
+        report.error("/capability_flags", "INVALID_TYPE", message)
+        return
+    _check_members(flags, "/capability_flags", CAPABILITY_FLAGS, (), report)
+    for flag in CAPABILITY_FLAGS:
+        if flag in flags and not isinstance(flags[flag], bool):
+            message = f"{flag} must be true or false, not {_json_type(flags[flag])}."
+            report.error(f"/capability_flags/{flag}", "INVALID_TYPE", message)
+
+
+def _warn_about_scopes(scopes: list[tuple[int, str, dict[str, Any]]], used: set[str], report: _Report) -> None:
+    for index, scope_id, scope in scopes:
+        path = f"/permission_scopes/{index}"
+        if scope_id not in PRESET_SCOPES and "label_fallback" not in scope:
+            message = f"The scope {_quote(scope_id)} has no label_fallback; clients will show its id."
+            report.warn(path, "SCOPE_LABEL_FALLBACK_MISSING", message)
+        if scope_id not in used:
+            report.warn(path, "SCOPE_UNUSED", f"No tool uses the scope {_quote(scope_id)}.")
+
+
+def _string_member(obj: dict[str, Any], key: str, path: str, report: _Report) -> str | None:
+    """The member if it is a string; None if absent or (reported) of another type."""
+    if key not in obj:
+        return None
+    value = obj[key]
+    if isinstance(value, str):
+        return value
+    report.error(f"{path}/{key}", "INVALID_TYPE", f"{key} must be a string, not {_json_type(value)}.")
+    return None
+
+
+def _list_member(manifest: dict[str, Any], key: str, report: _Report) -> list[Any]:
+    if key not in manifest:
+        return []
+    value = manifest[key]
+    if isinstance(value, list):
+        return value
+    report.error(f"/{key}", "INVALID_TYPE", f"{key} must be an array, not {_json_type(value)}.")
+    return []
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    shown = text if len(text) <= limit else text[: limit - 1] + "…"
+    return repr(shown)
+
+
+def _copy_json(value: Any) -> Any:
+    # Faster than copy.deepcopy for plain JSON data, which is all a manifest holds.
+    if isinstance(value, dict):
+        return {key: _copy_json(member) for key, member in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(item) for item in value]
+    return value

@@ -1,0 +1,56 @@
+"""``GET /events?since=`` — the same log the sockets replay, for polling clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hashee import events
+from hashee.auth import AgentPrincipal
+from hashee.errors import HasheeError
+
+MAX_LIMIT = 1000
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit():
+        raise HasheeError("VALIDATION_ERROR", f"?{name}= must be a non-negative integer.",
+                          [{"path": f"/{name}", "code": "INVALID_VALUE", "message": "expected an integer"}])
+    return int(raw)
+
+
+class EventListView(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        operation_id="events_list",
+        parameters=[OpenApiParameter("since", int, description="Return events after this id"),
+                    OpenApiParameter("limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})")],
+        responses={200: OpenApiResponse(description='`{"events": [frame…], "last_id": int, "has_more": bool}`; '
+                                                    "a frame is `{id, type, created_at, data}`")},
+    )
+    def get(self, request: Request) -> Response:
+        since = _int_param(request, "since", 0)
+        limit = min(max(_int_param(request, "limit", 100), 1), MAX_LIMIT)
+        if since < events.purged_through():
+            latest = events.latest_event_id()
+            return Response({"events": [events.resync_frame(latest)], "last_id": latest, "has_more": False})
+        rows = list(self._events(request.user, since)[:limit + 1])
+        frames: list[dict[str, Any]] = [events.frame(e) for e in rows[:limit]]
+        last_id = frames[-1]["id"] if frames else since
+        return Response({"events": frames, "last_id": last_id, "has_more": len(rows) > limit})
+
+    def _events(self, principal: Any, since: int) -> Any:
+        if isinstance(principal, AgentPrincipal):
+            return events.events_for_agent(agent=principal.agent, since=since)
+        from relations.selectors import audience_windows
+
+        return events.events_for_user(user=principal, since=since, windows=audience_windows(user=principal))

@@ -1,0 +1,152 @@
+"""The per-process event hub: tails the persisted log and hands frames to the sockets
+this process holds.
+
+One doorbell (a channel-layer group with one channel per process) wakes every hub
+after a commit; each hub then reads the new rows once and dispatches them in id order
+to its local sockets — one query per process per change, not one send per user.
+A lost doorbell (channels-redis drops at capacity) only delays delivery until the next
+poll, because the log, not the push, is the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import weakref
+from collections import defaultdict
+from typing import Any, Protocol
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from hashee.events import DOORBELL_GROUP, frame, latest_event_id
+from hashee.models import Event
+
+logger = logging.getLogger(__name__)
+BATCH = 500
+
+
+class Subscriber(Protocol):
+    def offer(self, event_id: int, text: str) -> None: ...
+    def relation_changed(self, agent_id: str, live: bool) -> None: ...
+
+
+def _fetch(after: int) -> list[Event]:
+    return list(Event.objects.filter(id__gt=after).order_by("id")[:BATCH])
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self.last_id = 0
+        self.users: dict[int, set[Subscriber]] = defaultdict(set)
+        self.agents: dict[str, set[Subscriber]] = defaultdict(set)
+        self.audiences: dict[str, set[Subscriber]] = defaultdict(set)
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        """Start tailing once per process (idempotent, safe under concurrent connects)."""
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            try:
+                self.last_id = await database_sync_to_async(latest_event_id)()
+                self._tasks = [asyncio.create_task(self._tail()), asyncio.create_task(self._listen())]
+                self._started.set_result(None)
+            except BaseException as exc:
+                self._started.set_exception(exc)
+                self._started = None
+                raise
+        await asyncio.shield(self._started)
+
+    async def _listen(self) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        channel = await layer.new_channel("hub.")
+        await layer.group_add(DOORBELL_GROUP, channel)
+        while True:
+            try:
+                await layer.receive(channel)
+                self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the layer is down: polling carries on meanwhile
+                logger.warning("event doorbell unavailable; polling", exc_info=True)
+                await asyncio.sleep(1)
+                try:
+                    await layer.group_add(DOORBELL_GROUP, channel)
+                except Exception:
+                    logger.debug("doorbell re-subscribe failed", exc_info=True)
+
+    async def _tail(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=settings.HASHEE_EVENT_POLL_SECONDS)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.drain()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the database is away: try again at the next poll
+                logger.warning("event hub could not read the log", exc_info=True)
+
+    async def drain(self) -> None:
+        while True:
+            events = await database_sync_to_async(_fetch)(self.last_id)
+            for event in events:
+                self.dispatch(event)
+                self.last_id = event.id
+            if len(events) < BATCH:
+                return
+
+    def dispatch(self, event: Event) -> None:
+        text = json.dumps(frame(event), separators=(",", ":"))
+        targets: set[Subscriber] = set()
+        if event.user_id is not None:
+            targets |= self.users.get(event.user_id, set())
+        if event.audience_id is not None:
+            targets |= self.audiences.get(str(event.audience_id), set())
+        if event.agent_id is not None:
+            targets |= self.agents.get(str(event.agent_id), set())
+        for subscriber in targets:
+            subscriber.offer(event.id, text)
+        if event.user_id is not None and event.type in ("h2a.relation_created", "h2a.relation_revoked"):
+            agent_id = str(event.data["relation"]["agent_id"])
+            live = event.type == "h2a.relation_created"
+            for subscriber in list(self.users.get(event.user_id, ())):
+                subscriber.relation_changed(agent_id, live)
+
+    def join_audience(self, subscriber: Subscriber, agent_id: str) -> None:
+        self.audiences[agent_id].add(subscriber)
+
+    def leave_audience(self, subscriber: Subscriber, agent_id: str) -> None:
+        members = self.audiences.get(agent_id)
+        if members is not None:
+            members.discard(subscriber)
+            if not members:
+                del self.audiences[agent_id]
+
+    def unregister(self, subscriber: Subscriber) -> None:
+        indexes: tuple[dict[Any, set[Subscriber]], ...] = (self.users, self.agents, self.audiences)
+        for index in indexes:
+            for key in [k for k, members in index.items() if subscriber in members]:
+                index[key].discard(subscriber)
+                if not index[key]:
+                    del index[key]
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, EventHub] = weakref.WeakKeyDictionary()
+
+
+def get_hub() -> EventHub:
+    """The hub of the running event loop (one per process in a server)."""
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None:
+        hub = _hubs[loop] = EventHub()
+    return hub

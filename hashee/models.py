@@ -1,0 +1,52 @@
+"""Project-wide models: the persisted event log (and webhook deliveries)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Event(models.Model):
+    """One event in the persisted log (SPEC §5.4); the push is only a doorbell.
+
+    Recipients: ``user`` (one user), ``agent`` (the agent's sockets and webhook) and
+    ``audience`` — every user with a live relation to that agent, so that a change seen by
+    100,000 users is one row, not 100,000.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    agent = models.ForeignKey("agents.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    audience = models.ForeignKey("agents.Agent", null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="+", help_text="All users with a live relation to this agent.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["user", "id"]),
+            models.Index(fields=["agent", "id"]),
+            models.Index(fields=["audience", "id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.id} {self.type}"
+
+
+class EventLogState(models.Model):
+    """Singleton: how far the log has been purged (older ``since`` → resync_required)."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    purged_through_id = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "event log state"
+
+    def __str__(self) -> str:
+        return f"purged through #{self.purged_through_id}"
+
+
+from hashee.webhook_models import WebhookAttempt, WebhookDelivery  # noqa: E402, F401

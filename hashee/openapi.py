@@ -1,0 +1,59 @@
+"""drf-spectacular hook: the error registry and event types in the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hashee.errors import API_ERRORS, DENIAL_REASONS, DETAIL_CODES, TOOL_ERROR_CODES
+
+EVENT_TYPES: dict[str, str] = {
+    "h2a.reauth_required": "{agent_id, new_manifest_version, new_manifest_hash, scopes_requiring_reauth}",
+    "agent.manifest_updated": "{agent_id, new_manifest_version, new_manifest_hash}",
+    "h2a.relation_created": "{relation}",
+    "h2a.relation_updated": "{relation}",
+    "h2a.relation_revoked": "{relation}",
+    "message.new": "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
+    "agent.telemetry_warning": "{agent_id, manifest_version, code, size_bytes}",
+    "resync_required": "{}",
+}
+
+
+def _registry_table() -> str:
+    rows = [f"| `{e.code}` | {e.http_status} | {e.description} |" for e in API_ERRORS.values()]
+    details = [f"| `{code}` | {text} |" for code, text in DETAIL_CODES.items()]
+    events = [f"| `{name}` | `{data}` |" for name, data in EVENT_TYPES.items()]
+    return "\n".join([
+        "Every error body is `{\"error\": {\"code\", \"message\", \"details\": [{\"path\", \"code\", \"message\"}]}}`.",
+        "", "### Error codes", "", "| code | HTTP | when |", "|---|---|---|", *rows,
+        "", "### Validation detail and warning codes", "", "| code | meaning |", "|---|---|", *details,
+        "", "### Tool-level codes", "", ", ".join(f"`{c}`" for c in TOOL_ERROR_CODES),
+        "", "### Denial reasons", "", ", ".join(f"`{c}`" for c in DENIAL_REASONS),
+        "", "### Event types", "", "| type | data |", "|---|---|", *events,
+    ])
+
+
+def add_error_registry(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    info = result.setdefault("info", {})
+    info["description"] = _registry_table()
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {
+            "type": "object", "required": ["code", "message", "details"],
+            "properties": {
+                "code": {"type": "string", "enum": sorted(API_ERRORS)},
+                "message": {"type": "string"},
+                "details": {"type": "array", "items": {"$ref": "#/components/schemas/ErrorDetail"}},
+            },
+        }},
+    }
+    schemas["ErrorDetail"] = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "code": {"type": "string"}, "message": {"type": "string"}},
+    }
+    schemas["EventType"] = {"type": "string", "enum": list(EVENT_TYPES)}
+    result["x-error-codes"] = {c.code: {"status": c.http_status, "description": c.description}
+                               for c in API_ERRORS.values()}
+    result["x-event-types"] = EVENT_TYPES
+    return result

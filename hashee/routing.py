@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from hashee import consumers
+
+websocket_urlpatterns = [
+    path("ws/events", consumers.UserEventsConsumer.as_asgi()),
+    path("ws/agent", consumers.AgentEventsConsumer.as_asgi()),
+]

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from hashee import views
+from hashee.events_api import EventListView
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/portal/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("healthz", views.healthz, name="healthz"),
+    path("events", EventListView.as_view(), name="events"),
+    path("", include("agents.urls")),
+    path("", include("relations.urls")),
+]
+
+handler404 = "hashee.views.not_found"
+handler500 = "hashee.views.server_error"

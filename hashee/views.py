@@ -1,0 +1,29 @@
+"""Project-level views: health check and JSON error pages for non-DRF routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+
+
+def _error(code: str, message: str, status: int) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message, "details": []}}, status=status)
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:  # any database failure means "not ready"
+        return _error("SERVICE_UNAVAILABLE", "The database is unavailable.", 503)
+    return JsonResponse({"status": "ok"})
+
+
+def not_found(request: HttpRequest, exception: Any = None) -> JsonResponse:
+    return _error("NOT_FOUND", "No such route.", 404)
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    return _error("INTERNAL_ERROR", "An unexpected error occurred.", 500)

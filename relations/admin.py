@@ -1,0 +1,79 @@
+"""Operators: relations with their grants, pending scopes and status."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Exists, OuterRef, QuerySet
+from django.http import HttpRequest
+
+from agents.models import ManifestVersion
+from relations.models import Relation
+from relations.selectors import relation_states
+
+
+def _needs_reauth() -> Exists:
+    return Exists(ManifestVersion.objects.filter(agent_id=OuterRef("agent_id"), breaking=True,
+                                                 version__gt=OuterRef("acknowledged_manifest_version")))
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(Relation.Status.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Relation]) -> QuerySet[Relation]:
+        value = self.value()
+        if value == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        if value in ("active", "reauth_required"):
+            live = queryset.filter(revoked_at__isnull=True).annotate(needs=_needs_reauth())
+            return live.filter(needs=value == "reauth_required")
+        return queryset
+
+
+_page = threading.local()  # states of the changelist page being rendered, per thread
+
+
+@admin.register(Relation)
+class RelationAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "agent", "status", "effective_grants", "pending", "acknowledged_manifest_version",
+                    "created_at", "revoked_at"]
+    list_filter = [StatusFilter, "agent__status"]
+    search_fields = ["user__username", "agent__name", "granted_scopes"]
+    list_select_related = ["user", "agent"]
+    fields = ["id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",
+              "acknowledged_manifest_version", "events_from_id", "events_until_id", "created_at", "updated_at",
+              "revoked_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # relations are the users' consent: created by users only
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        _page.states = relation_states(changelist.result_list)
+        return changelist
+
+    def _state(self, obj: Relation) -> Any:
+        states = getattr(_page, "states", {})
+        return states.get(obj.pk) or relation_states([obj])[obj.pk]
+
+    @admin.display(description="status")
+    def status(self, obj: Relation) -> str:
+        return str(self._state(obj).status)
+
+    @admin.display(description="effective grants")
+    def effective_grants(self, obj: Relation) -> str:
+        return ", ".join(self._state(obj).granted_scopes) or "—"
+
+    @admin.display(description="pending re-consent")
+    def pending(self, obj: Relation) -> str:
+        return ", ".join(self._state(obj).pending_scopes) or "—"

@@ -1,0 +1,91 @@
+"""The relations REST API (SPEC §5.2): consent, re-consent, revoke."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hashee.api import IsUser, Pagination, json_body
+from hashee.errors import HasheeError
+from relations import selectors, services
+
+ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
+
+
+class RelationCreateInput(serializers.Serializer):
+    agent_id = serializers.UUIDField()
+    granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
+
+
+class RelationUpdateInput(serializers.Serializer):
+    granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
+    acknowledged_manifest_version = serializers.IntegerField(required=False, min_value=0)
+
+
+class RelationOutput(serializers.Serializer):
+    relation_id = serializers.UUIDField()
+    agent_id = serializers.UUIDField()
+    user = serializers.CharField()
+    granted_scopes = serializers.ListField(child=serializers.CharField())
+    pending_scopes = serializers.ListField(child=serializers.CharField())
+    status = serializers.ChoiceField(choices=["active", "reauth_required", "revoked"])
+    acknowledged_manifest_version = serializers.IntegerField()
+    current_manifest_version = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+def _valid(serializer_class: type, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
+                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class RelationListCreateView(APIView):
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="relations_list", responses={200: RelationOutput(many=True), 401: ERROR})
+    def get(self, request: Request) -> Response:
+        paginator = Pagination()
+        page = paginator.paginate_queryset(selectors.relations_of_user(user=request.user), request, view=self)
+        return paginator.get_paginated_response([services.relation_payload(r) for r in page])
+
+    @extend_schema(operation_id="relations_create", request=RelationCreateInput,
+                   responses={201: RelationOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
+    def post(self, request: Request) -> Response:
+        data = _valid(RelationCreateInput, json_body(request))
+        relation = services.relation_create(user=request.user, agent_id=data["agent_id"],
+                                            granted_scopes=data["granted_scopes"])
+        return Response(services.relation_payload(relation), status=status.HTTP_201_CREATED)
+
+
+class RelationDetailView(APIView):
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="relations_retrieve", responses={200: RelationOutput, 404: ERROR})
+    def get(self, request: Request, relation_id: str) -> Response:
+        relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
+        return Response(services.relation_payload(relation))
+
+    @extend_schema(operation_id="relations_reconsent", request=RelationUpdateInput,
+                   responses={200: RelationOutput, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
+    def patch(self, request: Request, relation_id: str) -> Response:
+        relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
+        data = _valid(RelationUpdateInput, json_body(request))
+        relation = services.relation_reconsent(relation=relation, **data)
+        return Response(services.relation_payload(relation))
+
+    @extend_schema(operation_id="relations_revoke", responses={200: RelationOutput, 404: ERROR})
+    def delete(self, request: Request, relation_id: str) -> Response:
+        relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
+        relation = services.relation_revoke(relation=relation)
+        return Response(services.relation_payload(relation))

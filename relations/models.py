@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Relation(models.Model):
+    """A user's H2A relation with an agent and the scopes they consented to.
+
+    ``granted_scopes`` is what the user consented to at ``acknowledged_manifest_version``.
+    What is *effective* now (status, pending scopes, grants withheld or pruned) is derived
+    from the agent's version history since then (``relations.state``), so a manifest
+    change never rewrites relation rows, however many there are.
+    """
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        REAUTH_REQUIRED = "reauth_required", "Re-consent required"
+        REVOKED = "revoked", "Revoked"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="relations")
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="relations")
+    granted_scopes = models.JSONField(default=list, blank=True)
+    acknowledged_manifest_version = models.PositiveIntegerField(default=0)
+    # The event-log window in which the user belongs to the agent's audience.
+    events_from_id = models.BigIntegerField(default=0, editable=False)
+    events_until_id = models.BigIntegerField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "agent"], condition=Q(revoked_at__isnull=True),
+                                    name="one_live_relation_per_user_and_agent"),
+        ]
+        indexes = [models.Index(fields=["agent", "revoked_at", "acknowledged_manifest_version"])]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} ↔ {self.agent_id}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,112 @@
+"""Every write to a relation: create (consent), re-consent, revoke. Each is one
+transaction that also writes the events the user and the agent receive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.models import Agent
+from hashee.errors import HasheeError
+from hashee.events import event_emit
+from relations.models import Relation
+from relations.selectors import declared_scopes, relation_states
+
+
+def relation_payload(relation: Relation) -> dict[str, Any]:
+    """The relation as the API returns it (also the ``relation`` of its events)."""
+    state = relation_states([relation])[relation.pk]
+    return {
+        "relation_id": str(relation.pk), "agent_id": str(relation.agent_id), "user": relation.user.username,
+        "granted_scopes": state.granted_scopes, "pending_scopes": state.pending_scopes, "status": state.status,
+        "acknowledged_manifest_version": relation.acknowledged_manifest_version,
+        "current_manifest_version": relation.agent.capability_manifest_version,
+        "created_at": _iso(relation.created_at), "updated_at": _iso(relation.updated_at),
+        "revoked_at": _iso(relation.revoked_at) if relation.revoked_at else None,
+    }
+
+
+def _iso(value: Any) -> str:
+    return str(value.isoformat().replace("+00:00", "Z"))
+
+
+def _check_scopes(agent: Agent, scopes: list[str]) -> list[str]:
+    declared = declared_scopes(agent)
+    unknown = [(i, s) for i, s in enumerate(scopes) if s not in declared]
+    if unknown:
+        raise HasheeError("SCOPE_NOT_DECLARED", "Granted scopes must be declared in the agent's current manifest.",
+                          [{"path": f"/granted_scopes/{i}", "code": "SCOPE_NOT_DECLARED",
+                            "message": f"{s!r} is not declared by the agent"} for i, s in unknown])
+    return sorted(set(scopes))
+
+
+def _emit(relation: Relation, type: str) -> int:
+    payload = relation_payload(relation)
+    return event_emit(type=type, data={"relation": payload}, user=relation.user, agent=relation.agent).id
+
+
+def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> Relation:
+    """Consent: link a user and an agent with the scopes granted.
+
+    Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, RELATION_EXISTS.
+    """
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
+        if agent is None:
+            raise HasheeError("NOT_FOUND", "No such agent.")
+        if agent.status == Agent.Status.PAUSED:
+            raise HasheeError("AGENT_PAUSED", "This agent is paused by an operator.")
+        if agent.status == Agent.Status.DEPRECATED:
+            raise HasheeError("AGENT_DEPRECATED", "This agent is deprecated and accepts no new relations.")
+        scopes = _check_scopes(agent, granted_scopes)
+        if Relation.objects.filter(user=user, agent=agent, revoked_at__isnull=True).exists():
+            raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.")
+        try:
+            with transaction.atomic():
+                relation = Relation.objects.create(user=user, agent=agent, granted_scopes=scopes,
+                                                   acknowledged_manifest_version=agent.capability_manifest_version)
+        except IntegrityError as exc:
+            raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.") from exc
+        relation.events_from_id = _emit(relation, "h2a.relation_created")
+        Relation.objects.filter(pk=relation.pk).update(events_from_id=relation.events_from_id)
+    return relation
+
+
+def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
+                       acknowledged_manifest_version: int | None = None) -> Relation:
+    """Re-consent to the agent's current manifest: active again, pending cleared.
+
+    Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VERSION_CONFLICT (stale acknowledgement).
+    """
+    with transaction.atomic():
+        relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
+        agent = Agent.objects.select_for_update().get(pk=relation.agent_id)
+        relation.agent = agent
+        if relation.revoked_at is not None:
+            raise HasheeError("RELATION_REVOKED", "This relation has been revoked.")
+        current = agent.capability_manifest_version
+        if acknowledged_manifest_version is not None and acknowledged_manifest_version != current:
+            raise HasheeError("VERSION_CONFLICT",
+                              f"You acknowledged version {acknowledged_manifest_version}; the current one is {current}.",
+                              [{"path": "/acknowledged_manifest_version", "code": "VERSION_CONFLICT",
+                                "message": f"current version is {current}"}])
+        relation.granted_scopes = _check_scopes(agent, granted_scopes)
+        relation.acknowledged_manifest_version = current
+        relation.save(update_fields=["granted_scopes", "acknowledged_manifest_version", "updated_at"])
+        _emit(relation, "h2a.relation_updated")
+    return relation
+
+
+def relation_revoke(*, relation: Relation) -> Relation:
+    """Revoke (kept for audit); the user's sockets leave the agent's audience."""
+    with transaction.atomic():
+        relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
+        if relation.revoked_at is not None:
+            return relation
+        relation.revoked_at = timezone.now()
+        relation.save(update_fields=["revoked_at", "updated_at"])
+        relation.events_until_id = _emit(relation, "h2a.relation_revoked")
+        Relation.objects.filter(pk=relation.pk).update(events_until_id=relation.events_until_id)
+    return relation

@@ -1,0 +1,96 @@
+"""The operators' console: an admin edit records a version like the API does."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from agents import services
+from agents.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(db: Any) -> Client:
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.login(username="root", password="pw")
+    return client
+
+
+@pytest.fixture
+def agent(alice: Any, manifest: dict) -> Agent:
+    return services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
+
+
+def form_data(agent: Agent, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {"owner": agent.owner_id, "name": agent.name, "description": agent.description, "status": agent.status,
+            "capability_manifest": json.dumps(manifest), "webhook_url": "",
+            "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
+
+
+def test_an_admin_edit_records_a_version_with_its_diff(operator: Client, agent: Agent, manifest: dict) -> None:
+    new = copy.deepcopy(manifest)
+    new["tools"][0]["input_schema"]["required"] = ["path", "mode"]
+    new["tools"][0]["input_schema"]["properties"]["mode"] = {"type": "string"}
+
+    response = operator.post(f"/admin/agents/agent/{agent.pk}/change/", form_data(agent, new))
+
+    assert response.status_code == 302, response.content.decode()[:3000]
+    agent.refresh_from_db()
+    assert agent.capability_manifest_version == 2
+    latest = agent.versions.get(version=2)
+    assert latest.breaking and "SCHEMA_REQUIRED_ADDED" in {c["rule"] for c in latest.changes}
+    assert latest.created_by.username == "root"
+
+
+def test_an_invalid_admin_edit_shows_errors_and_saves_nothing(operator: Client, agent: Agent,
+                                                               manifest: dict) -> None:
+    response = operator.post(f"/admin/agents/agent/{agent.pk}/change/",
+                             form_data(agent, dict(manifest, schema_version="7")))
+
+    assert response.status_code == 200
+    assert b"/schema_version" in response.content
+    assert agent.versions.count() == 1
+
+
+def test_operators_pause_and_enable_agents(operator: Client, agent: Agent) -> None:
+    url = "/admin/agents/agent/"
+    operator.post(url, {"action": "pause", "_selected_action": [str(agent.pk)]})
+    agent.refresh_from_db()
+    assert agent.status == "paused"
+
+    operator.post(url, {"action": "enable", "_selected_action": [str(agent.pk)]})
+    agent.refresh_from_db()
+    assert agent.status == "enabled"
+
+
+def test_admin_pages_render(operator: Client, agent: Agent, manifest: dict) -> None:
+    services.agent_update(agent_id=agent.pk, actor=agent.owner,
+                          capability_manifest=dict(manifest, capability_flags={"supports_streaming": False}))
+    version = agent.versions.get(version=2)
+
+    pages = [
+        "/admin/agents/agent/", f"/admin/agents/agent/{agent.pk}/change/", "/admin/agents/manifestversion/",
+        f"/admin/agents/manifestversion/{version.pk}/change/", "/admin/agents/apikey/",
+        f"/admin/agents/agent/{agent.pk}/compare/?from=1&to=2",
+    ]
+    for page in pages:
+        assert operator.get(page).status_code == 200, page
+    compare = operator.get(f"/admin/agents/agent/{agent.pk}/compare/?from=1&to=2").content.decode()
+    assert "FLAG_REVOKED" in compare and "BREAKING" in compare
+
+
+def test_key_admin_shows_hashes_only(operator: Client, alice: Any) -> None:
+    from hashee.auth import api_key_create
+
+    _, secret = api_key_create(user=alice, name="ci")
+
+    page = operator.get("/admin/agents/apikey/").content.decode()
+    assert secret not in page and secret[4:12] in page

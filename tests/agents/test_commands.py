@@ -1,0 +1,81 @@
+"""Bootstrap and offline commands, as scripts and owners' CI run them."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.test import APIClient
+
+from agents.models import Agent, ApiKey
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+def test_create_api_key_prints_a_working_secret_last(db: Any) -> None:
+    secret = run("create_api_key", "carol", "--create-user").strip().splitlines()[-1]
+
+    assert secret.startswith("hsk_")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert api.post("/agents", {"name": "Carol's"}, format="json").status_code == 201
+    key = ApiKey.objects.get()
+    assert secret not in (key.key_hash, key.prefix) and key.last_used_at is not None
+
+
+def test_create_api_key_needs_an_existing_user_without_the_flag(db: Any) -> None:
+    with pytest.raises(CommandError):
+        run("create_api_key", "nobody")
+
+
+def test_create_agent_key_acts_as_that_agent(alice: Any, manifest: dict) -> None:
+    agent = Agent.objects.create(owner=alice, name="Keyed", capability_manifest=manifest)
+
+    secret = run("create_agent_key", str(agent.pk)).strip().splitlines()[-1]
+
+    assert secret.startswith("hak_")
+    assert ApiKey.objects.get(kind="agent").agent == agent
+
+
+def test_a_revoked_key_stops_working(alice: Any) -> None:
+    from hashee.auth import api_key_create, api_key_revoke
+
+    key, secret = api_key_create(user=alice)
+    api_key_revoke(key=key)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+    assert api.post("/agents", {"name": "x"}, format="json").status_code == 401
+
+
+def test_manifest_command_validates_files(tmp_path: Path, manifest: dict) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(manifest))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(manifest, schema_version="2")))
+
+    ok = json.loads(run("manifest", "validate", str(good)))
+    with pytest.raises(SystemExit) as exit_info:
+        run("manifest", "validate", str(bad))
+
+    assert ok["ok"] is True and ok["data"]["valid"] is True
+    assert exit_info.value.code != 0
+
+
+def test_seed_demo_is_idempotent(db: Any) -> None:
+    run("seed_demo")
+    run("seed_demo")
+
+    assert Agent.objects.filter(name="DemoBot").count() == 1
+    assert Agent.objects.get(name="DemoBot").capability_manifest_version == 1

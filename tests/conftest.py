@@ -1,0 +1,71 @@
+"""Personas: alice owns, bob uses, mallory intrudes (STYLE.md)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from agents.management.commands.seed_demo import DEMO_MANIFEST
+from hashee.auth import api_key_create
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def manifest() -> dict[str, Any]:
+    return copy.deepcopy(DEMO_MANIFEST)
+
+
+def _user(username: str) -> User:
+    return User.objects.create_user(username=username, password="pw-" + username)
+
+
+@pytest.fixture
+def alice(db: Any) -> User:
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db: Any) -> User:
+    return _user("bob")
+
+
+@pytest.fixture
+def mallory(db: Any) -> User:
+    return _user("mallory")
+
+
+def client_for(user: User | None = None, secret: str | None = None) -> APIClient:
+    client = APIClient()
+    if user is not None and secret is None:
+        _, secret = api_key_create(user=user)
+    if secret is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def anon() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def alice_api(alice: User) -> APIClient:
+    return client_for(alice)
+
+
+@pytest.fixture
+def bob_api(bob: User) -> APIClient:
+    return client_for(bob)
+
+
+@pytest.fixture
+def mallory_api(mallory: User) -> APIClient:
+    return client_for(mallory)
