@@ -7,8 +7,10 @@ RUN_DIR="${HASHEE_RUN_DIR:-$ROOT/.run}"
 VENV="${HASHEE_VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
-PG_PORT="${HASHEE_PG_PORT:-55432}"
-REDIS_PORT="${HASHEE_REDIS_PORT:-56379}"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Free ports by default, so a second checkout (or CI beside a developer) never collides.
+PG_PORT="${HASHEE_PG_PORT:-$(free_port)}"
+REDIS_PORT="${HASHEE_REDIS_PORT:-$(free_port)}"
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
@@ -75,7 +77,9 @@ start_redis() {
 }
 
 stop_redis() {
-  redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+  local pidfile="$RUN_DIR/redis/redis.pid"
+  [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  rm -f "$pidfile"
 }
 
 stop_services() { stop_redis; stop_postgres; }
