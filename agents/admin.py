@@ -19,6 +19,8 @@ from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import validate_manifest
+from hashee.errors import HasheeError
+from hashee.webhooks import webhook_url_check
 
 LEVELS = ("low", "medium", "high")
 
@@ -50,6 +52,15 @@ class AgentAdminForm(forms.ModelForm):
     class Meta:
         model = Agent
         fields = ["owner", "name", "description", "status", "capability_manifest", "webhook_url"]
+
+    def clean_webhook_url(self) -> str:
+        url = self.cleaned_data.get("webhook_url") or ""
+        if url:
+            try:
+                webhook_url_check(url)
+            except HasheeError as exc:
+                raise forms.ValidationError(exc.message) from exc
+        return url
 
     def clean_capability_manifest(self) -> Any:
         manifest = self.cleaned_data.get("capability_manifest")
@@ -115,6 +126,8 @@ class AgentAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         obj._actor = request.user
+        if obj.webhook_url and not obj.webhook_secret:
+            obj.webhook_secret = services.webhook_secret_new()
         super().save_model(request, obj, form, change)
 
     def get_urls(self) -> list[Any]:

@@ -206,6 +206,10 @@ def _webhook_secret_for(url: str, *, current_url: str, has_secret: bool = False)
     webhook_url_check(url)
     if has_secret:
         return None
+    return webhook_secret_new()
+
+
+def webhook_secret_new() -> str:
     # Standard Webhooks secrets are base64 after the prefix (its libraries decode them).
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "hashee",
     "agents",
     "relations",
+    "toolcalls",
 ]
 
 MIDDLEWARE = [
@@ -162,6 +163,7 @@ SPECTACULAR_SETTINGS = {
 
 HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
+HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))
 # Each process also re-reads the log this often, in case a doorbell was lost.
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
@@ -172,5 +174,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("HASHEE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs full URLs at INFO, and a webhook URL may carry a token.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
+                "httpcore": {"level": "WARNING"}},
 }

@@ -17,6 +17,7 @@ urlpatterns = [
     path("events", EventListView.as_view(), name="events"),
     path("", include("agents.urls")),
     path("", include("relations.urls")),
+    path("", include("toolcalls.urls")),
 ]
 
 handler404 = "hashee.views.not_found"

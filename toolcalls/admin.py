@@ -1,0 +1,42 @@
+"""Operators see message metadata, never payloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from toolcalls.models import IdempotencyKey, Message
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["id", "relation", "sender", "msg_subtype", "content_type", "payload_bytes", "created_at"]
+    list_filter = ["sender", "msg_subtype"]
+    search_fields = ["id", "relation__id", "relation__user__username", "relation__agent__name"]
+    list_select_related = ["relation"]
+    fields = ["id", "relation", "sender", "msg_subtype", "content_type", "payload_bytes", "client_msg_id",
+              "created_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).defer("payload")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(IdempotencyKey)
+class IdempotencyKeyAdmin(admin.ModelAdmin):
+    list_display = ["principal", "key", "state", "response_status", "created_at"]
+    list_filter = ["state"]
+    search_fields = ["principal", "key"]
+    fields = ["principal", "key", "fingerprint", "state", "response_status", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

@@ -1,0 +1,73 @@
+"""The blind pipe: store a message, tell its recipient, keep it for offline delivery.
+
+``payload`` is opaque: measured for the size cap, stored and forwarded, nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agents.models import Agent
+from hashee.errors import HasheeError
+from hashee.events import event_emit
+from relations.models import Relation
+from toolcalls.models import Message
+
+MAX_PAYLOAD_BYTES = 262144
+AGENT_ONLY = {Message.Subtype.ARTIFACT_TOOL_CALL}
+USER_ONLY = {Message.Subtype.ARTIFACT_RESPONSE}
+
+
+@dataclass(frozen=True)
+class Sender:
+    kind: str  # "agent" | "user"
+    relation: Relation
+
+
+def payload_size(payload: Any) -> int:
+    """Bytes of the compact JSON serialization (the SPEC's size measure)."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def message_check(*, sender: Sender, msg_subtype: str, payload: Any) -> int:
+    """Role, state and size rules; returns the payload size. Raises FORBIDDEN,
+    RELATION_REVOKED, AGENT_PAUSED, MESSAGE_TOO_LARGE."""
+    relation = sender.relation
+    if msg_subtype in AGENT_ONLY and sender.kind != "agent":
+        raise HasheeError("FORBIDDEN", f"Only the relation's agent may send {msg_subtype}.")
+    if msg_subtype in USER_ONLY and sender.kind != "user":
+        raise HasheeError("FORBIDDEN", f"Only the relation's user may send {msg_subtype}.")
+    if relation.revoked_at is not None:
+        raise HasheeError("RELATION_REVOKED", "This relation has been revoked.")
+    if relation.agent.status == Agent.Status.PAUSED:
+        raise HasheeError("AGENT_PAUSED", "This agent is paused by an operator.")
+    size = payload_size(payload)
+    if size > MAX_PAYLOAD_BYTES:
+        raise HasheeError("MESSAGE_TOO_LARGE", f"The payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}.")
+    return size
+
+
+def message_payload(message: Message) -> dict[str, Any]:
+    return {"message_id": str(message.id), "sender": message.sender, "msg_subtype": message.msg_subtype,
+            "content_type": message.content_type, "payload": message.payload,
+            "created_at": message.created_at.isoformat().replace("+00:00", "Z")}
+
+
+def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload: Any, size: int,
+                 client_msg_id: str = "") -> Message:
+    """Store the message and its ``message.new`` event in one transaction."""
+    relation = sender.relation
+    with transaction.atomic():
+        message = Message.objects.create(relation=relation, sender=sender.kind, msg_subtype=msg_subtype,
+                                         content_type=content_type, payload=payload, payload_bytes=size,
+                                         client_msg_id=client_msg_id)
+        data = {"relation_id": str(relation.pk), "message": message_payload(message)}
+        if sender.kind == "agent":
+            event_emit(type="message.new", data=data, user=relation.user)
+        else:
+            event_emit(type="message.new", data=data, agent=relation.agent)
+    return message
