@@ -11,7 +11,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agents.models import Agent, ManifestVersion
-from hashee.core.canonical import canonical_hash
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
 from hashee.errors import HasheeError
@@ -76,7 +75,7 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
     if manifest is None:
         return None
     checked: ValidationResult | None = getattr(agent, "_checked_manifest", None)
-    if checked is None or checked.hash != canonical_hash(manifest):
+    if checked is None or getattr(agent, "_checked_source", None) is not manifest:
         checked = manifest_check(manifest)
     latest = ManifestVersion.objects.filter(agent_id=agent.pk).order_by("-version").first()
     if latest is not None and latest.hash == checked.hash:
@@ -146,7 +145,7 @@ def agent_create(*, owner: Any, name: str, description: str = "", capability_man
     secret = _webhook_secret_for(webhook_url, current_url="")
     agent = Agent(owner=owner, name=name, description=description, capability_manifest=capability_manifest,
                   webhook_url=webhook_url, webhook_secret=secret or "")
-    agent._checked_manifest = checked
+    agent._checked_manifest, agent._checked_source = checked, capability_manifest
     with transaction.atomic():
         agent.save()
     update = _update_from(agent, checked) if checked is not None else None
@@ -175,7 +174,7 @@ def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: s
             secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url)
             if checked is not None:
                 agent.capability_manifest = capability_manifest
-                agent._checked_manifest = checked
+                agent._checked_manifest, agent._checked_source = checked, capability_manifest
                 agent._actor = actor
             agent.save()
     except IntegrityError as exc:

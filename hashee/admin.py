@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.admin import pretty_json
+from hashee.models import Event
 from hashee.webhook_models import WebhookAttempt, WebhookDelivery
 from hashee.webhooks import webhook_redeliver
 
@@ -86,3 +87,39 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
             webhook_redeliver(delivery=delivery)
             count += 1
         messages.success(request, f"{count} deliver{'y' if count == 1 else 'ies'} queued again.")
+
+
+def event_data_for_operators(event: Event) -> Any:
+    """The event's data with a message's (encrypted) payload replaced by a note."""
+    data = copy.deepcopy(event.data)
+    message = data.get("message") if isinstance(data, dict) else None
+    if isinstance(message, dict) and "payload" in message:
+        message["payload"] = HIDDEN_PAYLOAD
+    return data
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["id", "type", "recipients", "created_at"]
+    list_filter = ["type"]
+    search_fields = ["type", "user__username", "agent__name", "audience__name"]
+    list_select_related = ["user", "agent", "audience"]
+    fields = ["id", "type", "user", "agent", "audience", "created_at", "pretty_data"]
+    readonly_fields = fields
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="to")
+    def recipients(self, obj: Event) -> str:
+        parts = [f"user {obj.user}" if obj.user_id else "", f"agent {obj.agent}" if obj.agent_id else "",
+                 f"all users of {obj.audience}" if obj.audience_id else ""]
+        return "; ".join(p for p in parts if p)
+
+    @admin.display(description="data")
+    def pretty_data(self, obj: Event) -> str:
+        return pretty_json(event_data_for_operators(obj))

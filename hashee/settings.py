@@ -91,8 +91,12 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Writers queue behind SQLite's lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Writers queue behind SQLite's lock instead of failing at once: IMMEDIATE takes the
+    # write lock when a transaction begins, so two writers never deadlock on an upgrade.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(timeout=20, transaction_mode="IMMEDIATE")
+    # Tests use a file too: an in-memory shared-cache database has table locks that
+    # ignore the timeout, unlike the real file the server uses.
+    DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / ".run" / "test-db.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 

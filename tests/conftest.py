@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,14 @@ from rest_framework.test import APIClient
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST
 from hashee.auth import api_key_create
+
+
+def pytest_configure(config: Any) -> None:
+    from django.conf import settings
+
+    test_name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if test_name:  # the SQLite test database file lives under .run/
+        Path(test_name).parent.mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture(autouse=True)

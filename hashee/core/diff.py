@@ -29,6 +29,7 @@ Decisions the SPEC's table leaves open:
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -197,9 +198,18 @@ def _tool_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[s
         elif name not in tools_old:
             tool = tools_new[name]
             changes.append(_record(Rule.TOOL_ADDED, path, None, tool, tool=name, scope=_scope_id(tool)))
-        else:
+        elif not _identical(tools_old[name], tools_new[name]):
             changes += sides.tool_pair_changes(name, path, tools_old[name], tools_new[name])
     return changes
+
+
+def _identical(old: Any, new: Any) -> bool:
+    """Byte-identical JSON (a cheap C-speed check; ``true``/``1`` and ``1``/``1.0`` differ
+    here and go on to the full comparison, which knows which of them are equal)."""
+    try:
+        return json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)

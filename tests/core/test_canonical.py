@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -220,3 +221,30 @@ def test_a_float_beyond_2_53_canonicalizes_but_its_integer_spelling_does_not() -
     assert canonicalize(2.0**53) == b"9007199254740992"
     with pytest.raises(CanonicalizationError):
         canonicalize(json.loads(b"9007199254740992"))
+
+
+_json_scalars = st.none() | st.booleans() | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.text()
+_json_values = st.recursive(
+    _json_scalars | st.floats(allow_nan=False, allow_infinity=False),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_the_fast_path_writes_exactly_what_rfc8785_writes(value: Any) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except Exception:
+        return
+    assert canonicalize(value) == expected
+
+
+@pytest.mark.parametrize("value", [
+    {"\U0001f600": 1, "\ufb01": 2},  # non-BMP key: UTF-16 order differs from code points
+    {"a": "\x00\x1f\x7f\u2028\"\\\b\f\n\r\t"},
+    {"n": 2**53 - 1, "m": -(2**53 - 1), "t": True, "f": False, "z": None, "l": [1, "x", {}]},
+])
+def test_fast_and_slow_paths_agree_on_edge_cases(value: Any) -> None:
+    assert canonicalize(value) == rfc8785.dumps(value)

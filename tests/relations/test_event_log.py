@@ -155,3 +155,40 @@ def test_bad_since_is_a_clear_error(bob_api: APIClient) -> None:
 
 def test_events_need_credentials(anon: APIClient) -> None:
     assert anon.get("/events").status_code == 401
+
+
+def test_operators_see_events_without_message_payloads(bob: Any, agent: Agent, db: Any) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    operator = Client()
+    operator.login(username="root", password="pw")
+    relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
+    from toolcalls import services as pipe
+
+    message = pipe.message_send(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
+                                payload="ciphertext-marker-123", size=23)
+    event = Event.objects.get(type="message.new", data__message__message_id=str(message.id))
+
+    listing = operator.get("/admin/hashee/event/")
+    detail = operator.get(f"/admin/hashee/event/{event.pk}/change/")
+
+    assert listing.status_code == 200 and b"message.new" in listing.content
+    assert detail.status_code == 200 and b"ciphertext-marker-123" not in detail.content
+    assert b"end-to-end encrypted" in detail.content
+
+
+def test_purge_events_command_applies_the_retention(bob: Any, agent: Agent) -> None:
+    import io
+
+    from django.core.management import call_command
+
+    relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
+    Event.objects.update(created_at=timezone.now() - timedelta(days=31))
+    out = io.StringIO()
+
+    call_command("purge_events", stdout=out)
+
+    assert Event.objects.count() == 0
+    assert events.purged_through() > 0 and "purged" in out.getvalue()

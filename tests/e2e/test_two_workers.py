@@ -1,0 +1,232 @@
+"""Two real server processes, one PostgreSQL, one Redis: an event caused by a request on
+one worker reaches a socket held by the other (SPEC §5.4; deploy/local.py).
+
+The workers run on the test database (pytest-django's ``test_<name>``, per xdist worker)
+and poll the log only every 60 s, so delivery within seconds proves that the doorbell
+crossed processes through Redis. Real clients: ``websockets`` and ``httpx``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from websockets.asyncio.client import ClientConnection, connect
+
+from agents import services as agent_services
+from deploy.local import Deployment
+from hashee.auth import api_key_create
+from relations import services as relation_services
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+SCENARIO_TIMEOUT = 60  # seconds, per test
+DELIVERY_TIMEOUT = 8  # well under the workers' 60 s poll: only the doorbell can be this fast
+QUIET = 1.5  # how long "nothing else arrives" is watched
+REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
+
+
+def _require_services() -> tuple[str, str]:
+    database_url = os.environ.get("DATABASE_URL", "")
+    redis_url = os.environ.get("REDIS_URL", "")
+    if urlsplit(database_url).scheme not in ("postgres", "postgresql", "pgsql"):
+        pytest.fail("tests/e2e need PostgreSQL: set DATABASE_URL=postgres://… (scripts/test does), or deselect "
+                    "them with -m 'not postgres and not redis'.", pytrace=False)
+    if not redis_url:
+        pytest.fail("tests/e2e need Redis: set REDIS_URL=redis://… (scripts/test does), or deselect them with "
+                    "-m 'not postgres and not redis'.", pytrace=False)
+    return database_url, redis_url
+
+
+def _with_database(url: str, name: str) -> str:
+    """The same server and credentials, another database (the test database)."""
+    return urlunsplit(urlsplit(url)._replace(path="/" + quote(name)))
+
+
+@pytest.fixture(scope="module")
+def deployment(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deployment]:
+    """Two uvicorn workers on the database this test session uses, stopped after the module."""
+    database_url, _ = _require_services()
+    with django_db_blocker.unblock():
+        test_database = connection.settings_dict["NAME"]
+    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
+           "DATABASE_CONN_MAX_AGE": "0", "HASHEE_LOG_LEVEL": "INFO"}
+    with Deployment(workers=2, env=env) as running:
+        yield running
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(scenario(), timeout=SCENARIO_TIMEOUT))
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+async def open_socket(url: str) -> ClientConnection:
+    return await connect(url, open_timeout=10, close_timeout=2, ping_interval=None)
+
+
+async def next_frame(socket: ClientConnection, timeout: float = DELIVERY_TIMEOUT) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), timeout=timeout))
+    return frame
+
+
+async def ready(socket: ClientConnection) -> list[dict[str, Any]]:
+    """Ping and wait for the pong: the server handles messages in order, so once it answers
+    the socket is registered with its worker's hub and live. Returns the frames before it."""
+    await socket.send(json.dumps({"type": "ping"}))
+    frames = []
+    while (frame := await next_frame(socket)).get("type") != "pong":
+        frames.append(frame)
+    return frames
+
+
+async def frames_until(socket: ClientConnection, wanted: str) -> list[dict[str, Any]]:
+    frames = [await next_frame(socket)]
+    while frames[-1]["type"] != wanted:
+        frames.append(await next_frame(socket))
+    return frames
+
+
+async def nothing_more(socket: ClientConnection) -> None:
+    try:
+        extra = await asyncio.wait_for(socket.recv(), timeout=QUIET)
+    except TimeoutError:
+        return
+    raise AssertionError(f"unexpected frame: {extra!r}")
+
+
+def breaking_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(manifest)
+    new["permission_scopes"][0]["sensitivity"] = "high"  # filesystem:read, medium → high
+    return new
+
+
+def harmless_manifest(manifest: dict[str, Any], agent_version: str) -> dict[str, Any]:
+    new = copy.deepcopy(manifest)
+    new["agent_version"] = agent_version
+    return new
+
+
+@pytest.fixture
+def world(alice: User, bob: User, manifest: dict[str, Any]) -> dict[str, Any]:
+    """DemoBot (alice's) with bob's live relation, and everyone's keys, in the shared database."""
+    agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
+    return {"agent_id": str(agent.pk), "manifest": manifest, "alice_key": api_key_create(user=alice)[1],
+            "bob_key": api_key_create(user=bob)[1], "agent_key": api_key_create(user=alice, agent=agent)[1]}
+
+
+def test_a_patch_on_worker_a_reaches_bobs_socket_on_worker_b(deployment: Deployment, world: dict[str, Any],
+                                                              bob: User) -> None:
+    relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=["filesystem:read"])
+    http_a, (_, ws_b) = deployment.urls[0], deployment.ws_urls
+
+    async def scenario() -> None:
+        socket = await open_socket(f"{ws_b}/ws/events?token={world['bob_key']}")
+        try:
+            assert await ready(socket) == []
+            async with httpx.AsyncClient(base_url=http_a, timeout=10) as http:
+                response = await http.patch(f"/agents/{world['agent_id']}", headers=bearer(world["alice_key"]),
+                                            json={"capability_manifest": breaking_manifest(world["manifest"])})
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["breaking_changes"], body
+            frames = await frames_until(socket, "h2a.reauth_required")
+            assert [f["type"] for f in frames] == ["h2a.reauth_required"]
+            assert set(frames[0]["data"]) == REAUTH_KEYS
+            assert frames[0]["data"] == {
+                "agent_id": world["agent_id"], "new_manifest_version": body["capability_manifest_version"],
+                "new_manifest_hash": body["capability_manifest_hash"], "scopes_requiring_reauth": ["filesystem:read"],
+            }
+            await nothing_more(socket)
+        finally:
+            await socket.close()
+
+    run(scenario)
+
+
+def test_a_relation_created_on_worker_b_reaches_the_agent_runtime_on_worker_a(
+        deployment: Deployment, world: dict[str, Any]) -> None:
+    http_b, (ws_a, _) = deployment.urls[1], deployment.ws_urls
+
+    async def scenario() -> None:
+        socket = await open_socket(f"{ws_a}/ws/agent?token={world['agent_key']}")
+        try:
+            assert await ready(socket) == []
+            async with httpx.AsyncClient(base_url=http_b, timeout=10) as http:
+                response = await http.post("/h2a/relations", headers=bearer(world["bob_key"]),
+                                           json={"agent_id": world["agent_id"], "granted_scopes": ["notification:send"]})
+            assert response.status_code == 201, response.text
+            frames = await frames_until(socket, "h2a.relation_created")
+            assert [f["type"] for f in frames] == ["h2a.relation_created"]
+            relation = frames[0]["data"]["relation"]
+            assert relation["relation_id"] == response.json()["relation_id"]
+            assert (relation["agent_id"], relation["user"], relation["granted_scopes"]) == (
+                world["agent_id"], "bob", ["notification:send"])
+            await nothing_more(socket)
+        finally:
+            await socket.close()
+
+    run(scenario)
+
+
+def test_a_client_that_reconnects_to_the_other_worker_gets_what_it_missed_exactly_once(
+        deployment: Deployment, world: dict[str, Any], bob: User) -> None:
+    relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=["filesystem:read"])
+    (http_a, http_b), (ws_a, ws_b) = deployment.urls, deployment.ws_urls
+    events = f"/ws/events?token={world['bob_key']}"
+
+    async def patch(http: httpx.AsyncClient, manifest: dict[str, Any]) -> dict[str, Any]:
+        response = await http.patch(f"/agents/{world['agent_id']}", headers=bearer(world["alice_key"]),
+                                    json={"capability_manifest": manifest})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(base_url=http_a, timeout=10) as on_a, \
+                httpx.AsyncClient(base_url=http_b, timeout=10) as on_b:
+            # 1. On worker B, bob catches up from the start, then hears a change live: frame N.
+            first = await open_socket(f"{ws_b}{events}&since=0")
+            try:
+                assert [f["type"] for f in await ready(first)] == ["h2a.relation_created"]
+                await patch(on_a, harmless_manifest(world["manifest"], "1.0.1"))
+                frames = await frames_until(first, "agent.manifest_updated")
+                assert [f["type"] for f in frames] == ["agent.manifest_updated"]
+                last_seen = frames[-1]["id"]
+            finally:
+                await first.close()
+
+            # 2. While he is away, a breaking change (on worker B).
+            breaking = await patch(on_b, breaking_manifest(harmless_manifest(world["manifest"], "1.0.1")))
+            assert breaking["breaking_changes"], breaking
+
+            # 3. He reconnects to worker A from frame N: the missed event, once, and nothing else.
+            second = await open_socket(f"{ws_a}{events}&since={last_seen}")
+            try:
+                replayed = await ready(second)
+                assert [f["type"] for f in replayed] == ["h2a.reauth_required"], replayed
+                assert replayed[0]["id"] > last_seen
+                assert replayed[0]["data"]["new_manifest_version"] == breaking["capability_manifest_version"]
+                await nothing_more(second)
+
+                # 4. Then live again on worker A, for a change made on worker B: no duplicate.
+                await patch(on_b, breaking_manifest(harmless_manifest(world["manifest"], "1.0.2")))
+                live = await frames_until(second, "agent.manifest_updated")
+                assert [f["type"] for f in live] == ["agent.manifest_updated"]
+                assert live[0]["id"] > replayed[0]["id"]
+                await nothing_more(second)
+            finally:
+                await second.close()
+
+    run(scenario)

@@ -1,0 +1,126 @@
+"""Typed errors of the SDK. Nothing here carries a payload, an argument or a result:
+errors are logged, and the pipe is blind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class SdkError(Exception):
+    """Base class of every error the SDK raises."""
+
+
+# --- End-to-end encryption ---------------------------------------------------------
+
+
+class EnvelopeError(SdkError):
+    """An envelope was refused; the message inside is never used."""
+
+
+class MalformedEnvelope(EnvelopeError):
+    """Not an envelope of a version and algorithm this SDK speaks."""
+
+
+class WrongRecipient(EnvelopeError):
+    """Addressed to another key (for instance another device of the same user)."""
+
+
+class UnknownSender(EnvelopeError):
+    """Signed by a key that is not a published key of the expected party."""
+
+
+class DecryptionFailed(EnvelopeError):
+    """The ciphertext does not open with our key and the sender's: tampered or not for us."""
+
+
+class BadSignature(EnvelopeError):
+    """The signature does not verify against the sender's Ed25519 key."""
+
+
+class WrongContext(EnvelopeError):
+    """Signed for another relation, direction or key pair: a replay from elsewhere."""
+
+
+class StaleMessage(EnvelopeError):
+    """Signed too long ago to still be answered."""
+
+
+# --- HTTP --------------------------------------------------------------------------
+
+
+class ApiError(SdkError):
+    """The server answered with the SPEC §2 error shape."""
+
+    def __init__(self, status: int, code: str, message: str, details: list[Any] | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details or []
+        self.headers = dict(headers or {})
+
+
+class RateLimited(ApiError):
+    """429 RATE_LIMITED: retry after ``retry_after`` seconds (from ``Retry-After``)."""
+
+    def __init__(self, status: int, code: str, message: str, details: list[Any] | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status, code, message, details, headers)
+        self.retry_after = _retry_after(self.headers)
+        self.limit = _int_header(self.headers, "x-ratelimit-limit")
+        self.reset_epoch = _int_header(self.headers, "x-ratelimit-reset")
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    raw = headers.get(name, "")
+    return int(raw) if raw.strip().isdigit() else None
+
+
+def _retry_after(headers: Mapping[str, str]) -> int:
+    return _int_header(headers, "retry-after") or 1
+
+
+# --- Tool calls (agent side) -------------------------------------------------------
+
+
+class ToolNotDeclared(SdkError):
+    """The agent tried to call a tool its own manifest does not declare."""
+
+
+class ArgumentsInvalid(SdkError):
+    """The arguments fail the tool's ``input_schema``; ``details`` are SPEC §2 entries."""
+
+    def __init__(self, tool_name: str, details: list[dict[str, str]]) -> None:
+        super().__init__(f"arguments of {tool_name} are invalid ({len(details)} problem(s))")
+        self.tool_name = tool_name
+        self.details = details
+
+
+class ToolCallTimeout(SdkError):
+    """No matching tool_response arrived in time."""
+
+    def __init__(self, call_id: str, timeout: float) -> None:
+        super().__init__(f"no tool_response for {call_id} within {timeout:g} s")
+        self.call_id = call_id
+        self.timeout = timeout
+
+
+class ToolCallFailed(SdkError):
+    """The user's client answered ``denied`` or ``error`` (raised by ``ToolResult.unwrap``)."""
+
+    def __init__(self, call_id: str, status: str, reason: str | None, details: list[Any]) -> None:
+        super().__init__(f"{call_id}: {status} {reason or ''}".rstrip())
+        self.call_id = call_id
+        self.status = status
+        self.reason = reason
+        self.details = details
+
+
+class NoRecipientKey(SdkError):
+    """The relation's other party has published no key to encrypt to."""
+
+
+class WebhookInvalid(SdkError):
+    """A webhook request whose Standard Webhooks signature does not verify."""
