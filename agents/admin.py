@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -18,7 +18,7 @@ from agents import services
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
-from hashee.core.manifest import validate_manifest
+from hashee.core.manifest import PRESET_SCOPES, validate_manifest
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
 
@@ -90,18 +90,50 @@ class ManifestVersionInline(admin.TabularInline):
         return format_html('<a href="{}">v{}</a>', url, obj.version)
 
 
+class ScopeFilter(admin.SimpleListFilter):
+    title = "declares scope"
+    parameter_name = "scope"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(scope, scope) for scope in PRESET_SCOPES]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        value = self.value()
+        return queryset.filter(scope_index__contains=f"|{value}|") if value else queryset
+
+
+class SensitivityFilter(admin.SimpleListFilter):
+    title = "highest sensitivity"
+    parameter_name = "highest"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(i), level) for i, level in enumerate(LEVELS)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Agent]) -> QuerySet[Agent]:
+        value = self.value()
+        return queryset.filter(max_sensitivity=int(value)) if value and value.isdigit() else queryset
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentAdminForm
     list_display = ["name", "owner", "status", "capability_manifest_version", "short_hash", "tool_count",
-                    "scope_count", "highest_sensitivity", "updated_at"]
-    list_filter = ["status", "max_sensitivity"]
+                    "scope_count", "highest_sensitivity", "live_relations", "updated_at"]
+    list_filter = ["status", SensitivityFilter, ScopeFilter, ("owner", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description", "owner__username", "scope_index"]
     list_select_related = ["owner"]
     readonly_fields = ["id", "capability_manifest_version", "capability_manifest_hash", "pretty_manifest",
                        "manifest_size_bytes", "compare_link", "created_at", "updated_at"]
     inlines = [ManifestVersionInline]
     actions = ["pause", "enable", "deprecate"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        live = Count("relations", filter=Q(relations__revoked_at__isnull=True), distinct=True)
+        return super().get_queryset(request).annotate(live_relation_count=live)
+
+    @admin.display(description="users", ordering="live_relation_count")
+    def live_relations(self, obj: Agent) -> int:
+        return int(getattr(obj, "live_relation_count", 0))
 
     @admin.display(description="hash")
     def short_hash(self, obj: Agent) -> str:
