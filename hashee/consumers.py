@@ -51,6 +51,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     """Base: a subscriber of the hub with a per-connection ordered send queue."""
 
     wants_agent = False
+    # Sockets are fed by the process's hub, not by the channel layer: no per-socket
+    # layer channel (and no per-socket Redis receive loop) is created.
+    channel_layer_alias = "hashee.sockets-use-the-hub"
 
     async def connect(self) -> None:
         self.hub: EventHub | None = None

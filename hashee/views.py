@@ -6,6 +6,11 @@ from typing import Any
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
@@ -27,3 +32,14 @@ def not_found(request: HttpRequest, exception: Any = None) -> JsonResponse:
 
 def server_error(request: HttpRequest) -> JsonResponse:
     return _error("INTERNAL_ERROR", "An unexpected error occurred.", 500)
+
+
+class PingView(APIView):
+    """A trivial DRF endpoint: the baseline the relay benchmark compares against."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    @extend_schema(operation_id="ping", responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response({"ok": True})
