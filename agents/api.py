@@ -7,14 +7,14 @@ from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors, services
-from agents.models import Agent
+from agents.models import Agent, ApiKey
 from agents.serializers import (
     AgentCreateInput,
     AgentOutput,
@@ -26,6 +26,7 @@ from agents.serializers import (
     VersionSummaryOutput,
 )
 from hashee.api import IsUser, Pagination, json_body
+from hashee.auth import api_key_create, api_key_revoke
 from hashee.core.agentcard import build_agent_card
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import manifest_json_schema, validate_manifest
@@ -248,3 +249,51 @@ class ManifestSchemaView(APIView):
     @extend_schema(operation_id="schemas_capability_manifest_v1", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(manifest_json_schema(), content_type="application/schema+json")
+
+
+class AgentKeyCreateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+
+class AgentKeyOutput(serializers.Serializer):
+    key_id = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+    prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class AgentCredentialListView(APIView):
+    """The owner issues and lists ``hak_`` keys for an agent runtime (secrets shown once)."""
+
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="agents_credentials_list", responses={200: AgentKeyOutput(many=True), 403: ERROR})
+    def get(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
+        keys = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("-created_at")
+        return Response({"results": AgentKeyOutput(keys, many=True).data})
+
+    @extend_schema(operation_id="agents_credentials_create", request=AgentKeyCreateInput,
+                   responses={201: OpenApiResponse(description="`{key_id, name, prefix, created_at, secret}`: "
+                                                               "the `hak_` secret is shown only here"),
+                              403: ERROR, 404: ERROR})
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
+        data = _valid(AgentKeyCreateInput, json_body(request) if request.stream is not None else {})
+        key, secret = api_key_create(user=request.user, agent=agent, name=data["name"])
+        return Response({**AgentKeyOutput(key).data, "secret": secret}, status=status.HTTP_201_CREATED)
+
+
+class AgentCredentialDetailView(APIView):
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="agents_credentials_revoke", responses={200: AgentKeyOutput, 404: ERROR})
+    def delete(self, request: Request, agent_id: str, key_id: int) -> Response:
+        agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
+        key = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT, pk=key_id).first()
+        if key is None:
+            raise HasheeError("NOT_FOUND", "No such key for this agent.")
+        api_key_revoke(key=key)
+        return Response(AgentKeyOutput(key).data)

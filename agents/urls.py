@@ -16,6 +16,9 @@ urlpatterns = [
          name="agent-card-v1"),
     path("agents/<uuid:agent_id>/.well-known/agent.json", api.WellKnownAgentJsonView.as_view(),
          name="agent-card-seed"),
+    path("agents/<uuid:agent_id>/credentials", api.AgentCredentialListView.as_view(), name="agent-credentials"),
+    path("agents/<uuid:agent_id>/credentials/<int:key_id>", api.AgentCredentialDetailView.as_view(),
+         name="agent-credential"),
     path("manifests/validate", api.ManifestValidateView.as_view(), name="manifests-validate"),
     path("schemas/capability-manifest/v1.json", api.ManifestSchemaView.as_view(), name="manifest-schema"),
 ]

@@ -1,5 +1,8 @@
 """ASGI entry point: HTTP (Django) and WebSockets from one process.
 
+HTTP runs Django's WSGI handler on a pool of threads (hashee.http_bridge explains why);
+sockets stay async on the event loop.
+
 Origin checks are done per socket, not by AllowedHostsOriginValidator: token sockets
 accept clients that send no Origin (non-browser clients); session sockets need one.
 """
@@ -10,18 +13,22 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hashee.settings")
 
-from django.core.asgi import get_asgi_application
+import django
 
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 from hashee.asgi_limits import BodySizeLimit  # noqa: E402
+from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
 from hashee.routing import websocket_urlpatterns  # noqa: E402
 
+django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)
+
 application = ProtocolTypeRouter({
-    "http": BodySizeLimit(django_asgi_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
+    "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })

@@ -71,15 +71,18 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         if since_raw is not None and not since_raw.isdigit():
             await self.close(code=4400)
             return
-        await self.accept()
-        self.writer = asyncio.create_task(self._write())
         self.hub = get_hub()
         await self.hub.start()
+        start = self.hub.last_id
         await self._register()
+        # Accepted only once registered: a client that sees the handshake complete misses
+        # nothing dispatched after it (events offered meanwhile wait in the buffer).
+        await self.accept()
+        self.writer = asyncio.create_task(self._write())
         if since_raw is not None:
             await self._replay(int(since_raw))
         else:
-            self.last_sent = self.hub.last_id
+            self.last_sent = start
         self._go_live()
 
     async def _authenticate(self) -> Any:

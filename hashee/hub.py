@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import weakref
 from collections import defaultdict
 from typing import Any, Protocol
@@ -26,6 +27,8 @@ from hashee.models import Event
 
 logger = logging.getLogger(__name__)
 BATCH = 500
+# Group memberships expire (channels-redis: after a day); each hub renews its own well before.
+RESUBSCRIBE_SECONDS = 3600.0
 
 
 class Subscriber(Protocol):
@@ -46,12 +49,16 @@ class EventHub:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.Future[None] | None = None
+        self._channel: str | None = None
+        self._subscribed_at = 0.0
 
     async def start(self) -> None:
         """Start tailing once per process (idempotent, safe under concurrent connects)."""
         if self._started is None:
             self._started = asyncio.get_running_loop().create_future()
             try:
+                # Subscribed before the high-water mark is read: every later commit rings us.
+                await self._subscribe()
                 self.last_id = await database_sync_to_async(latest_event_id)()
                 self._tasks = [asyncio.create_task(self._tail()), asyncio.create_task(self._listen())]
                 self._started.set_result(None)
@@ -61,25 +68,43 @@ class EventHub:
                 raise
         await asyncio.shield(self._started)
 
+    async def _subscribe(self) -> None:
+        """Join (or renew) this process's channel in the doorbell group.
+
+        The channel has the layer's default prefix on purpose: channels-redis reads all
+        process-local channels of one prefix through a single receive loop, held by one
+        waiter at a time; a channel with its own prefix ("hub.") was read only while its
+        own waiter held that loop, so doorbells waited behind the sockets' 5 s reads.
+        """
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        try:
+            if self._channel is None:
+                self._channel = await layer.new_channel()
+            await layer.group_add(DOORBELL_GROUP, self._channel)
+            self._subscribed_at = time.monotonic()
+        except Exception:  # the layer is down: polling carries on meanwhile
+            logger.warning("event doorbell unavailable; polling", exc_info=True)
+
     async def _listen(self) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
-        channel = await layer.new_channel("hub.")
-        await layer.group_add(DOORBELL_GROUP, channel)
         while True:
+            if self._channel is None or not self._subscribed_at:
+                await asyncio.sleep(1)
+                await self._subscribe()
+                continue
             try:
-                await layer.receive(channel)
+                await layer.receive(self._channel)
                 self._wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the layer is down: polling carries on meanwhile
                 logger.warning("event doorbell unavailable; polling", exc_info=True)
                 await asyncio.sleep(1)
-                try:
-                    await layer.group_add(DOORBELL_GROUP, channel)
-                except Exception:
-                    logger.debug("doorbell re-subscribe failed", exc_info=True)
+                await self._subscribe()
 
     async def _tail(self) -> None:
         while True:
@@ -88,6 +113,8 @@ class EventHub:
             except TimeoutError:
                 pass
             self._wake.clear()
+            if self._subscribed_at and time.monotonic() - self._subscribed_at > RESUBSCRIBE_SECONDS:
+                await self._subscribe()
             try:
                 await self.drain()
             except asyncio.CancelledError:

@@ -64,3 +64,6 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.principal} {self.key}"
+
+
+from toolcalls.keydir_models import AgentKey, DeviceKey  # noqa: E402,F401

@@ -295,3 +295,25 @@ def test_request_field_errors_carry_pointers(alice_api: APIClient) -> None:
     error = response.json()["error"]
     assert error["code"] == "VALIDATION_ERROR"
     assert "/name" in {d["path"] for d in error["details"]}
+
+
+def test_the_owner_issues_an_agent_key_shown_once_and_revokes_it(alice_api: APIClient, mallory_api: APIClient,
+                                                                  manifest: dict) -> None:
+    agent_id = create_agent(alice_api, manifest)["agent_id"]
+
+    created = alice_api.post(f"/agents/{agent_id}/credentials", {"name": "runtime"}, format="json")
+    listed = alice_api.get(f"/agents/{agent_id}/credentials").json()["results"]
+
+    assert created.status_code == 201
+    secret = created.json()["secret"]
+    assert secret.startswith("hak_") and all("secret" not in k for k in listed)
+    runtime = APIClient()
+    runtime.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert runtime.get("/events").status_code == 200
+    assert mallory_api.post(f"/agents/{agent_id}/credentials", {}, format="json").status_code == 403
+    assert mallory_api.delete(f"/agents/{agent_id}/credentials/{created.json()['key_id']}").status_code == 403
+
+    revoked = alice_api.delete(f"/agents/{agent_id}/credentials/{created.json()['key_id']}")
+
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
+    assert runtime.get("/events").status_code == 401

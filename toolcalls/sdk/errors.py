@@ -1,6 +1,9 @@
 """Typed errors of the SDK. Nothing here carries a payload, an argument or a result:
 errors are logged, and the pipe is blind."""
 
+# The names read as what happened (RateLimited, BadSignature): they are the public API.
+# ruff: noqa: N818
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,7 +49,19 @@ class StaleMessage(EnvelopeError):
     """Signed too long ago to still be answered."""
 
 
-# --- HTTP --------------------------------------------------------------------------
+class InvalidPublicKey(SdkError):
+    """A published key that is not two base64 32-byte keys matching its key id."""
+
+
+# --- HTTP and sockets --------------------------------------------------------------
+
+
+class TransportFailed(SdkError):
+    """The request did not get an HTTP answer (network, DNS, timeout)."""
+
+
+class SocketRefused(SdkError):
+    """The server refused the socket (bad or revoked token)."""
 
 
 class ApiError(SdkError):

@@ -57,8 +57,8 @@ def key_id_for(x25519_public: bytes, ed25519_public: bytes) -> str:
 
 
 def is_device_id(text: object) -> bool:
-    return isinstance(text, str) and _DEVICE_ID.match(text) is not None
+    return isinstance(text, str) and _DEVICE_ID.fullmatch(text) is not None
 
 
 def is_key_id(text: object) -> bool:
-    return isinstance(text, str) and _KEY_ID.match(text) is not None
+    return isinstance(text, str) and _KEY_ID.fullmatch(text) is not None

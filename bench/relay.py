@@ -1,0 +1,200 @@
+"""The blind pipe's relay: POST a message on one worker → the recipient's socket on the
+other, with 2 uvicorn workers, PostgreSQL and Redis (deploy/local.py), compared with a
+trivial DRF endpoint (/api/ping) served by the same deployment in the same run.
+
+Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/relay.py
+Prints requests/s of the baseline, relayed messages/s, their ratio, and POST→socket
+latency percentiles at a steady 100 messages/s. Traffic goes to 127.0.0.1 only,
+bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import httpx  # noqa: E402
+from _stats import p95  # noqa: E402
+from websockets.asyncio.client import connect  # noqa: E402
+
+RELATIONS = 10
+
+
+def setup_world() -> dict[str, Any]:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hashee.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from agents import services as agent_services
+    from agents.management.commands.seed_demo import DEMO_MANIFEST
+    from hashee.auth import api_key_create
+    from relations import services as relation_services
+
+    stamp = f"{int(time.time())}-{os.getpid()}"
+    owner = User.objects.create(username=f"relay-owner-{stamp}")
+    agent = agent_services.agent_create(owner=owner, name=f"relay {stamp}", capability_manifest=DEMO_MANIFEST)[0]
+    users = []
+    for i in range(RELATIONS):
+        user = User.objects.create(username=f"relay-user-{i}-{stamp}")
+        relation = relation_services.relation_create(user=user, agent_id=agent.pk, granted_scopes=[])
+        users.append({"relation_id": str(relation.pk), "key": api_key_create(user=user)[1]})
+    return {"agent_key": api_key_create(user=owner, agent=agent)[1], "users": users}
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def closed_loop(send: Any, seconds: float, concurrency: int) -> int:
+    deadline = time.perf_counter() + seconds
+    done = 0
+
+    async def lane() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await send()
+            done += 1
+
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
+    return done
+
+
+class Receivers:
+    """Every user's socket on the worker the message was NOT posted to."""
+
+    def __init__(self) -> None:
+        self.arrivals: dict[str, float] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+        self.sockets: list[Any] = []
+
+    async def open(self, world: dict[str, Any], ws_urls: list[str]) -> None:
+        for user in world["users"]:
+            socket = await connect(f"{ws_urls[1]}/ws/events?token={user['key']}", open_timeout=10,
+                                   ping_interval=None, max_queue=None)
+            self.sockets.append(socket)
+            self.tasks.append(asyncio.create_task(self._read(socket)))
+        await asyncio.sleep(0.5)
+
+    async def _read(self, socket: Any) -> None:
+        import json
+
+        async for text in socket:
+            frame = json.loads(text)
+            if frame["type"] == "message.new":
+                self.arrivals[frame["data"]["message"]["payload"]["n"]] = time.perf_counter()
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for socket in self.sockets:
+            await socket.close()
+
+
+async def run(world: dict[str, Any], urls: list[str], ws_urls: list[str], seconds: float,
+              concurrency: int) -> dict[str, float]:
+    receivers = Receivers()
+    await receivers.open(world, ws_urls)
+    limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2)
+    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
+        ping_turn = [0]
+
+        async def ping() -> None:
+            ping_turn[0] += 1
+            response = await client.get(f"{urls[ping_turn[0] % 2]}/api/ping")
+            assert response.status_code == 200
+
+        baseline = await closed_loop(ping, seconds, concurrency) / seconds
+        sent: dict[str, float] = {}
+        headers = {"Authorization": f"Bearer {world['agent_key']}"}
+        counter = [0]
+
+        async def relay() -> None:
+            counter[0] += 1
+            n = f"t{counter[0]}"
+            user = world["users"][counter[0] % RELATIONS]
+            sent[n] = time.perf_counter()
+            response = await client.post(f"{urls[0]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
+                                         json={"msg_subtype": "text", "content_type": "text", "payload": {"n": n}})
+            assert response.status_code == 201, response.text
+
+        started = time.perf_counter()
+        await closed_loop(relay, seconds, concurrency)
+        await wait_for_all(receivers, sent, timeout=30)
+        relayed = len(sent) / (max(receivers.arrivals[n] for n in sent) - started)
+        latencies = await steady(client, world, urls, receivers, rate=100, seconds=seconds, headers=headers)
+    await receivers.close()
+    return {"baseline": baseline, "relayed": relayed, "p50": statistics.median(latencies),
+            "p95": p95(latencies), "p99": percentile(latencies, 0.99), "count": len(latencies)}
+
+
+async def wait_for_all(receivers: Receivers, sent: dict[str, float], timeout: float) -> None:
+    deadline = time.perf_counter() + timeout
+    while any(n not in receivers.arrivals for n in sent):
+        if time.perf_counter() > deadline:
+            missing = sum(n not in receivers.arrivals for n in sent)
+            raise RuntimeError(f"{missing} of {len(sent)} messages never reached their socket")
+        await asyncio.sleep(0.05)
+
+
+async def steady(client: httpx.AsyncClient, world: dict[str, Any], urls: list[str], receivers: Receivers, *,
+                 rate: int, seconds: float, headers: dict[str, str]) -> list[float]:
+    sent: dict[str, float] = {}
+    pending = []
+    start = time.perf_counter()
+    for i in range(int(rate * seconds)):
+        await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+        n = f"s{i}"
+        user = world["users"][i % RELATIONS]
+        sent[n] = time.perf_counter()
+        pending.append(asyncio.create_task(client.post(
+            f"{urls[0]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
+            json={"msg_subtype": "text", "content_type": "text", "payload": {"n": n}})))
+    await asyncio.gather(*pending)
+    await wait_for_all(receivers, sent, timeout=30)
+    return [(receivers.arrivals[n] - sent[n]) * 1000 for n in sent]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"):
+        sys.exit("bench/relay.py needs DATABASE_URL=postgres://… and REDIS_URL=redis://…")
+    world = setup_world()
+    from deploy.local import Deployment
+
+    with Deployment(workers=2) as deployment:
+        figures = asyncio.run(run(world, deployment.urls, deployment.ws_urls, args.seconds, args.concurrency))
+    lines = [
+        f"relay benchmark: 2 uvicorn workers, PostgreSQL, Redis; {os.cpu_count()} cores; "
+        f"{args.concurrency} concurrent clients, {args.seconds:.0f} s per phase",
+        f"{'trivial DRF endpoint (/api/ping)':<44} {figures['baseline']:9.1f} requests/s",
+        f"{'relay POST → socket on the other worker':<44} {figures['relayed']:9.1f} messages/s",
+        f"{'ratio relay / trivial endpoint':<44} {figures['relayed'] / figures['baseline']:9.2f}x  (target ≥ 0.5)",
+        f"{'latency at 100 msg/s (POST → socket)':<44} p50 {figures['p50']:.1f} ms  p95 {figures['p95']:.1f} ms"
+        f"  p99 {figures['p99']:.1f} ms  n={figures['count']:.0f}  (target p99 < 50 ms)",
+    ]
+    print("\n".join(lines))
+    results = ROOT / "bench" / "results"
+    results.mkdir(exist_ok=True)
+    (results / "relay.txt").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

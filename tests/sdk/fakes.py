@@ -1,0 +1,119 @@
+"""An in-memory stand-in for the REST API, enough for the SDK's agent and client to talk
+through it without Django: relations, agents, the key directory and the message pipe."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from toolcalls.sdk import KeyPair
+from toolcalls.sdk.rest import HttpResponse
+
+RELATION_ID = "7d1f4f0e-1111-4a4a-9b9b-000000000001"
+AGENT_ID = "7d1f4f0e-2222-4a4a-9b9b-000000000002"
+
+MANIFEST: dict[str, Any] = {
+    "schema_version": "1.0", "agent_version": "1.0.0",
+    "tools": [
+        {"name": "read_file", "description_i18n_key": "agent.cap.read_file.description",
+         "input_schema": {"type": "object", "additionalProperties": False, "required": ["path"],
+                          "properties": {"path": {"type": "string", "maxLength": 1024},
+                                         "offset": {"type": "integer", "minimum": 0},
+                                         "limit": {"type": "integer", "minimum": 1, "maximum": 65536}}},
+         "permission_scope": "filesystem:read", "timeout_ms": 5000},
+        {"name": "notify", "description_i18n_key": "agent.cap.notify.description",
+         "input_schema": {"type": "object", "additionalProperties": False, "required": ["title"],
+                          "properties": {"title": {"type": "string", "maxLength": 80}}},
+         "permission_scope": "notification:send", "timeout_ms": 100},
+        {"name": "locate", "description_i18n_key": "agent.cap.locate.description",
+         "input_schema": {"type": "object", "additionalProperties": False, "properties": {}},
+         "permission_scope": "location:read"},
+    ],
+    "permission_scopes": [
+        {"id": "filesystem:read", "label_i18n_key": "agent.scope.filesystem_read.label", "sensitivity": "medium"},
+        {"id": "notification:send", "label_i18n_key": "agent.scope.notification_send.label", "sensitivity": "low"},
+        {"id": "location:read", "label_i18n_key": "agent.scope.location_read.label", "sensitivity": "high"},
+    ],
+}
+ALL_SCOPES = ["filesystem:read", "notification:send", "location:read"]
+
+
+def manifest() -> dict[str, Any]:
+    return copy.deepcopy(MANIFEST)
+
+
+class FakeServer:
+    """Routes the few endpoints the SDK uses; messages become ``message.new`` frames."""
+
+    def __init__(self, *, granted: list[str] | None = None, status: str = "active") -> None:
+        self.manifest = manifest()
+        self.granted = list(ALL_SCOPES if granted is None else granted)
+        self.status = status
+        self.devices: list[dict[str, Any]] = []
+        self.agent_keys: list[dict[str, Any]] = []
+        self.messages: list[dict[str, Any]] = []
+        self.rate_limited = False
+        self._ids = itertools.count(1)
+
+    def transport(self, party: str) -> FakeTransport:
+        return FakeTransport(self, party)
+
+    def publish_device(self, device_id: str, keys: KeyPair) -> None:
+        self.devices.append({"device_id": device_id, **keys.public.as_api(), "key_id": keys.key_id,
+                             "created_at": f"2026-01-01T00:00:{len(self.devices):02d}Z"})
+
+    def publish_agent(self, keys: KeyPair) -> None:
+        self.agent_keys.append({**keys.public.as_api(), "key_id": keys.key_id, "created_at": "2026-01-01T00:00:00Z"})
+
+    def post(self, party: str, msg_subtype: str, payload: Any) -> dict[str, Any]:
+        """Store a message as if ``party`` had sent it; returns its ``message.new`` frame."""
+        self._message(party, {"msg_subtype": msg_subtype, "content_type": "application/json", "payload": payload})
+        return self.frame()
+
+    def frame(self, index: int = -1) -> dict[str, Any]:
+        message = self.messages[index]
+        return {"id": next(self._ids), "type": "message.new", "created_at": message["created_at"],
+                "data": {"relation_id": message["relation_id"], "message": message}}
+
+    def handle(self, party: str, method: str, path: str, body: Any) -> HttpResponse:
+        route = (method, path)
+        if route == ("GET", f"/h2a/relations/{RELATION_ID}"):
+            return self._ok({"relation_id": RELATION_ID, "agent_id": AGENT_ID, "granted_scopes": self.granted,
+                             "status": self.status})
+        if route == ("GET", f"/agents/{AGENT_ID}"):
+            return self._ok({"agent_id": AGENT_ID, "capability_manifest": self.manifest})
+        if route == ("GET", f"/h2a/relations/{RELATION_ID}/keys"):
+            return self._ok({"relation_id": RELATION_ID, "user": {"devices": self.devices},
+                             "agent": {"agent_id": AGENT_ID, "keys": self.agent_keys}})
+        if route == ("POST", f"/h2a/relations/{RELATION_ID}/messages"):
+            return self._message(party, body)
+        return HttpResponse(404, {"error": {"code": "NOT_FOUND", "message": "No such route.", "details": []}})
+
+    def _message(self, party: str, body: Mapping[str, Any]) -> HttpResponse:
+        if self.rate_limited and body["msg_subtype"] == "artifact_tool_call":
+            return HttpResponse(429, {"error": {"code": "RATE_LIMITED", "message": "slow down", "details": []}},
+                                {"retry-after": "17", "x-ratelimit-limit": "60", "x-ratelimit-remaining": "0",
+                                 "x-ratelimit-reset": "1767225600"})
+        message = {"message_id": f"m{len(self.messages) + 1}", "relation_id": RELATION_ID, "sender": party,
+                   "msg_subtype": body["msg_subtype"], "content_type": body["content_type"],
+                   "payload": body["payload"], "created_at": "2026-01-01T00:00:00Z"}
+        self.messages.append(message)
+        return HttpResponse(201, {k: v for k, v in message.items() if k != "payload"})
+
+    @staticmethod
+    def _ok(body: Any) -> HttpResponse:
+        return HttpResponse(200, copy.deepcopy(body))
+
+
+class FakeTransport:
+    def __init__(self, server: FakeServer, party: str) -> None:
+        self.server = server
+        self.party = party
+        self.requests: list[tuple[str, str, Any]] = []
+
+    async def request(self, method: str, path: str, *, json: Any = None,
+                      headers: Mapping[str, str] | None = None) -> HttpResponse:
+        self.requests.append((method, path, copy.deepcopy(json)))
+        return self.server.handle(self.party, method, path, copy.deepcopy(json))

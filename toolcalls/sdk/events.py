@@ -1,0 +1,64 @@
+"""Event frames over the server's sockets (``/ws/events`` for users, ``/ws/agent`` for
+agent runtimes), resumed with ``?since=`` after a drop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus, WebSocketException
+
+from toolcalls.sdk.errors import SocketRefused
+
+logger = logging.getLogger(__name__)
+FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
+MAX_FRAME_BYTES = 2 * 1024 * 1024
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> str:
+    """``http(s)://host`` + ``/ws/…`` → ``ws(s)://host/ws/…?token=…[&since=…]``."""
+    parts = urlsplit(base_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    query = {"token": token, **({"since": str(since)} if since is not None else {})}
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, urlencode(query), ""))
+
+
+async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler, since: int | None = None,
+                 connected: asyncio.Event | None = None) -> None:
+    """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
+    Reconnects with ``since=<last id>``; raises SocketRefused on a refused handshake."""
+    last = since
+    failures = 0
+    while True:
+        try:
+            async with connect(socket_url(base_url, path, token=token, since=last), max_size=MAX_FRAME_BYTES) as ws:
+                failures = 0
+                if connected is not None:
+                    connected.set()
+                async for text in ws:
+                    frame = _frame(text)
+                    if frame is not None:
+                        last = max(last or 0, int(frame["id"]))
+                        await on_frame(frame)
+        except InvalidStatus as exc:
+            raise SocketRefused(f"{path}: HTTP {exc.response.status_code}") from None
+        except (OSError, WebSocketException) as exc:
+            logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
+        await asyncio.sleep(RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)])
+        failures += 1
+
+
+def _frame(text: str | bytes) -> dict[str, Any] | None:
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(frame, dict) and isinstance(frame.get("id"), int) and isinstance(frame.get("type"), str):
+        return frame
+    return None  # e.g. {"type": "pong"}

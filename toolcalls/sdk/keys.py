@@ -1,0 +1,95 @@
+"""The key directory as the SDK reads and writes it (public keys only)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolcalls.sdk.crypto import PublicKeys
+from toolcalls.sdk.errors import InvalidPublicKey
+from toolcalls.sdk.rest import Transport, call_api
+
+KEYS_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class DeviceKey:
+    device_id: str
+    keys: PublicKeys
+    created_at: str
+
+
+@dataclass(frozen=True)
+class RelationKeys:
+    """The current public keys of a relation's two parties."""
+
+    relation_id: str
+    user_devices: tuple[DeviceKey, ...]
+    agent_keys: tuple[PublicKeys, ...]
+    fetched_at: float
+
+    def user_keys(self) -> dict[str, PublicKeys]:
+        return {device.keys.key_id: device.keys for device in self.user_devices}
+
+    def agent_keys_by_id(self) -> dict[str, PublicKeys]:
+        return {keys.key_id: keys for keys in self.agent_keys}
+
+    def newest_device(self, device_id: str | None = None) -> DeviceKey | None:
+        """The most recently published device key (of ``device_id``, if given): the
+        directory lists keys oldest first."""
+        devices = [d for d in self.user_devices if device_id in (None, d.device_id)]
+        return devices[-1] if devices else None
+
+
+def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
+    """Parse ``GET /h2a/relations/{id}/keys``; a key that does not parse is left out."""
+    devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")))
+                    for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
+    agent_keys = tuple(keys for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None)
+    return RelationKeys(str(body["relation_id"]), devices, agent_keys, now)
+
+
+def _parsed(data: Mapping[str, Any]) -> PublicKeys | None:
+    try:
+        return PublicKeys.from_api(data)
+    except InvalidPublicKey:
+        return None
+
+
+class KeyDirectory:
+    """Reads relation keys through a transport, cached for ``ttl_s`` seconds."""
+
+    def __init__(self, transport: Transport, *, clock: Callable[[], float] = time.time,
+                 ttl_s: float = KEYS_TTL_S) -> None:
+        self.transport = transport
+        self.clock = clock
+        self.ttl_s = ttl_s
+        self._cache: dict[str, RelationKeys] = {}
+
+    async def relation(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
+        cached = self._cache.get(str(relation_id))
+        if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
+            return cached
+        body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
+        keys = relation_keys_from(body, now=self.clock())
+        self._cache[str(relation_id)] = keys
+        return keys
+
+    def forget(self, relation_id: str | None = None) -> None:
+        if relation_id is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(str(relation_id), None)
+
+    async def register_device(self, device_id: str, keys: PublicKeys) -> dict[str, Any]:
+        body = await call_api(self.transport, "POST", "/keys/devices", json={"device_id": device_id, **keys.as_api()})
+        return dict(body)
+
+    async def revoke_device(self, device_id: str) -> None:
+        await call_api(self.transport, "DELETE", f"/keys/devices/{device_id}")
+
+    async def register_agent_key(self, agent_id: str, keys: PublicKeys) -> dict[str, Any]:
+        body = await call_api(self.transport, "POST", f"/agents/{agent_id}/keys", json=keys.as_api())
+        return dict(body)
