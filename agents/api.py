@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -25,7 +25,7 @@ from agents.serializers import (
     VersionOutput,
     VersionSummaryOutput,
 )
-from hashee.api import IsUser, Pagination, json_body
+from hashee.api import IsUser, Pagination, json_body, validated
 from hashee.auth import api_key_create, api_key_revoke
 from hashee.core.agentcard import build_agent_card
 from hashee.core.diff import diff_manifests
@@ -34,6 +34,13 @@ from hashee.errors import HasheeError
 
 ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
+
+
+def _paginated(name: str, item: Any) -> Any:
+    """The documented shape of a paginated list: ``{count, next, previous, results}``."""
+    return inline_serializer(name=name, fields={
+        "count": serializers.IntegerField(), "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True), "results": item})
 
 
 def _agent_body(agent: Agent, user: Any) -> dict[str, Any]:
@@ -56,7 +63,7 @@ class AgentListCreateView(APIView):
             ("max_sensitivity", "Declares no scope above this level"),
             ("flag", "This capability flag is true"), ("owner", "`me`: my agents, any status"),
         ]],
-        responses={200: AgentOutput(many=True), 400: ERROR},
+        responses={200: _paginated("PaginatedAgentList", AgentOutput(many=True)), 400: ERROR, 401: ERROR},
     )
     def get(self, request: Request) -> Response:
         agents = selectors.agent_discover(user=request.user, params=request.query_params.dict())
@@ -68,7 +75,7 @@ class AgentListCreateView(APIView):
                    responses={201: OwnerAgentOutput, 400: ERROR, 401: ERROR, 413: ERROR})
     def post(self, request: Request) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
-        data = _valid(AgentCreateInput, json_body(request))
+        data = validated(AgentCreateInput, json_body(request))
         agent, update, secret = services.agent_create(owner=request.user, **data)
         body = _agent_body(agent, request.user)
         if update is not None:
@@ -99,7 +106,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
-        data = _valid(AgentUpdateInput, json_body(request), partial=True)
+        data = validated(AgentUpdateInput, json_body(request), partial=True)
         expected = _expected_version(request, data.pop("expected_version", None))
         dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
         agent, update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
@@ -120,15 +127,6 @@ def _forbid_agent_key() -> bool:
     raise HasheeError("FORBIDDEN", "Agent keys cannot manage agents; use the owner's key.")
 
 
-def _valid(serializer_class: type, data: Any, partial: bool = False) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
-                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
-    serializer = serializer_class(data=data, partial=partial)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 def _expected_version(request: Request, from_body: int | None) -> int | None:
     header = request.headers.get("If-Match")
     if header is None:
@@ -143,7 +141,8 @@ def _expected_version(request: Request, from_body: int | None) -> int | None:
 class ManifestVersionListView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_manifest_versions_list", responses={200: VersionSummaryOutput(many=True)})
+    @extend_schema(operation_id="agents_manifest_versions_list", responses={
+        200: _paginated("PaginatedVersionSummaryList", VersionSummaryOutput(many=True)), 400: ERROR, 401: ERROR, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
         paginator = Pagination()
@@ -269,7 +268,9 @@ class AgentCredentialListView(APIView):
 
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="agents_credentials_list", responses={200: AgentKeyOutput(many=True), 403: ERROR})
+    @extend_schema(operation_id="agents_credentials_list", responses={
+        200: inline_serializer("AgentCredentialList", {"results": AgentKeyOutput(many=True)}), 401: ERROR, 403: ERROR,
+        404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
         keys = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("-created_at")
@@ -278,10 +279,10 @@ class AgentCredentialListView(APIView):
     @extend_schema(operation_id="agents_credentials_create", request=AgentKeyCreateInput,
                    responses={201: OpenApiResponse(description="`{key_id, name, prefix, created_at, secret}`: "
                                                                "the `hak_` secret is shown only here"),
-                              403: ERROR, 404: ERROR})
+                              400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 413: ERROR})
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
-        data = _valid(AgentKeyCreateInput, json_body(request) if request.stream is not None else {})
+        data = validated(AgentKeyCreateInput, json_body(request) if request.stream is not None else {})
         key, secret = api_key_create(user=request.user, agent=agent, name=data["name"])
         return Response({**AgentKeyOutput(key).data, "secret": secret}, status=status.HTTP_201_CREATED)
 
@@ -289,7 +290,8 @@ class AgentCredentialListView(APIView):
 class AgentCredentialDetailView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="agents_credentials_revoke", responses={200: AgentKeyOutput, 404: ERROR})
+    @extend_schema(operation_id="agents_credentials_revoke", responses={200: AgentKeyOutput, 401: ERROR, 403: ERROR,
+                                                                                     404: ERROR})
     def delete(self, request: Request, agent_id: str, key_id: int) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
         key = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT, pk=key_id).first()

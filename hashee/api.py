@@ -55,6 +55,16 @@ def json_body(request: Request) -> Any:
     return request.data
 
 
+def validated(serializer_class: type, data: Any, *, partial: bool = False) -> dict[str, Any]:
+    """Validate a JSON object body with a DRF serializer (VALIDATION_ERROR otherwise)."""
+    if not isinstance(data, dict):
+        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
+                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
+    serializer = serializer_class(data=data, partial=partial)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
 class Pagination(PageNumberPagination):
     page_size_query_param = "page_size"
     max_page_size = 100

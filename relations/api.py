@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hashee.api import IsUser, Pagination, json_body
-from hashee.errors import HasheeError
+from hashee.api import IsUser, Pagination, json_body, validated
 from relations import selectors, services
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
@@ -41,19 +38,12 @@ class RelationOutput(serializers.Serializer):
     revoked_at = serializers.DateTimeField(allow_null=True)
 
 
-def _valid(serializer_class: type, data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
-                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
-
-
 class RelationListCreateView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="relations_list", responses={200: RelationOutput(many=True), 401: ERROR})
+    @extend_schema(operation_id="relations_list", responses={200: inline_serializer("PaginatedRelationList", {
+        "count": serializers.IntegerField(), "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True), "results": RelationOutput(many=True)}), 400: ERROR, 401: ERROR})
     def get(self, request: Request) -> Response:
         paginator = Pagination()
         page = paginator.paginate_queryset(selectors.relations_of_user(user=request.user), request, view=self)
@@ -62,7 +52,7 @@ class RelationListCreateView(APIView):
     @extend_schema(operation_id="relations_create", request=RelationCreateInput,
                    responses={201: RelationOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def post(self, request: Request) -> Response:
-        data = _valid(RelationCreateInput, json_body(request))
+        data = validated(RelationCreateInput, json_body(request))
         relation = services.relation_create(user=request.user, agent_id=data["agent_id"],
                                             granted_scopes=data["granted_scopes"])
         return Response(services.relation_payload(relation), status=status.HTTP_201_CREATED)
@@ -80,7 +70,7 @@ class RelationDetailView(APIView):
                    responses={200: RelationOutput, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def patch(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
-        data = _valid(RelationUpdateInput, json_body(request))
+        data = validated(RelationUpdateInput, json_body(request))
         relation = services.relation_reconsent(relation=relation, **data)
         return Response(services.relation_payload(relation))
 
