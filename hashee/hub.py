@@ -40,6 +40,11 @@ def _fetch(after: int) -> list[Event]:
     return list(Event.objects.filter(id__gt=after).order_by("id")[:BATCH])
 
 
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return bool(task is not None and task.cancelling())
+
+
 class EventHub:
     def __init__(self) -> None:
         self.last_id = 0
@@ -96,13 +101,23 @@ class EventHub:
                 await asyncio.sleep(1)
                 await self._subscribe()
                 continue
+            waited_from = time.monotonic()
             try:
                 await layer.receive(self._channel)
                 self._wake.set()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the layer is down: polling carries on meanwhile
-                logger.warning("event doorbell unavailable; polling", exc_info=True)
+            except Exception:
+                if _being_cancelled():  # the layer turned our cancellation into its own error
+                    raise asyncio.CancelledError() from None
+                if time.monotonic() - waited_from >= 1:
+                    # A read that failed after waiting is the client's read timeout firing
+                    # on the layer's blocking pop (redis-py 8: 5 s), not an outage: renew
+                    # the membership (cheap; covers a restarted Redis) and read again at once.
+                    logger.debug("event doorbell read timed out; reading again", exc_info=True)
+                    await self._subscribe()
+                    continue
+                logger.warning("event doorbell unavailable; polling", exc_info=True)  # polling carries on
                 await asyncio.sleep(1)
                 await self._subscribe()
 

@@ -22,9 +22,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
 
-from agents import services as agent_services
 from deploy.local import Deployment
-from hashee.auth import api_key_create
 from relations import services as relation_services
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -32,6 +30,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 SCENARIO_TIMEOUT = 60  # seconds, per test
 DELIVERY_TIMEOUT = 8  # well under the workers' 60 s poll: only the doorbell can be this fast
 QUIET = 1.5  # how long "nothing else arrives" is watched
+IDLE_SOCKETS = 4
+IDLE = 12  # two rounds of channels-redis's 5 s blocking read and redis-py 8's default 5 s socket timeout
 REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
 
 
@@ -58,8 +58,7 @@ def deployment(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deploym
     database_url, _ = _require_services()
     with django_db_blocker.unblock():
         test_database = connection.settings_dict["NAME"]
-    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
-           "DATABASE_CONN_MAX_AGE": "0", "HASHEE_LOG_LEVEL": "INFO"}
+    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60"}
     with Deployment(workers=2, env=env) as running:
         yield running
 
@@ -116,14 +115,6 @@ def harmless_manifest(manifest: dict[str, Any], agent_version: str) -> dict[str,
     new = copy.deepcopy(manifest)
     new["agent_version"] = agent_version
     return new
-
-
-@pytest.fixture
-def world(alice: User, bob: User, manifest: dict[str, Any]) -> dict[str, Any]:
-    """DemoBot (alice's) with bob's live relation, and everyone's keys, in the shared database."""
-    agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-    return {"agent_id": str(agent.pk), "manifest": manifest, "alice_key": api_key_create(user=alice)[1],
-            "bob_key": api_key_create(user=bob)[1], "agent_key": api_key_create(user=alice, agent=agent)[1]}
 
 
 def test_a_patch_on_worker_a_reaches_bobs_socket_on_worker_b(deployment: Deployment, world: dict[str, Any],
@@ -228,5 +219,34 @@ def test_a_client_that_reconnects_to_the_other_worker_gets_what_it_missed_exactl
                 await nothing_more(second)
             finally:
                 await second.close()
+
+    run(scenario)
+
+
+def test_an_idle_socket_survives_the_layers_blocking_reads_and_still_hears_the_other_worker(
+        deployment: Deployment, world: dict[str, Any], bob: User) -> None:
+    """Sockets sit idle for long stretches; the channel layer's blocking read must not kill
+    them (with redis-py 8, a socket_timeout at or below channels-redis's 5 s BZPOPMIN did)."""
+    relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=["filesystem:read"])
+    http_a, (_, ws_b) = deployment.urls[0], deployment.ws_urls
+
+    async def scenario() -> None:
+        sockets = [await open_socket(f"{ws_b}/ws/events?token={world['bob_key']}") for _ in range(IDLE_SOCKETS)]
+        try:
+            for each in sockets:
+                assert await ready(each) == []
+            await asyncio.sleep(IDLE)
+            for each in sockets:
+                assert await ready(each) == [], "a socket did not answer after being idle"
+            async with httpx.AsyncClient(base_url=http_a, timeout=10) as http:
+                response = await http.patch(f"/agents/{world['agent_id']}", headers=bearer(world["alice_key"]),
+                                            json={"capability_manifest": breaking_manifest(world["manifest"])})
+            assert response.status_code == 200, response.text
+            for each in sockets:
+                frames = await frames_until(each, "h2a.reauth_required")
+                assert [f["type"] for f in frames] == ["h2a.reauth_required"]
+        finally:
+            for each in sockets:
+                await each.close()
 
     run(scenario)
