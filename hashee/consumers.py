@@ -162,6 +162,11 @@ class UserEventsConsumer(EventStreamConsumer):
         self.hub.users[self.principal.pk].add(self)
         windows = await database_sync_to_async(self._windows)()
         self.windows = windows
+        # A browser (session) socket is also the owner's portal: it hears the events
+        # addressed to the agents the user owns, as their runtimes do.
+        self.owned = [] if _query(self.scope).get("token") else await database_sync_to_async(self._owned)()
+        for agent_id in self.owned:
+            self.hub.agents[str(agent_id)].add(self)
         for agent_id, _start, end in windows:
             agent_key = str(agent_id)
             live = self.relation_news.get(agent_key, end is None)
@@ -173,8 +178,14 @@ class UserEventsConsumer(EventStreamConsumer):
 
         return audience_windows(user=self.principal)
 
+    def _owned(self) -> list[Any]:
+        from agents.models import Agent
+
+        return list(Agent.objects.filter(owner=self.principal).values_list("pk", flat=True))
+
     def _history(self, since: int) -> Any:
-        return events.events_for_user(user=self.principal, since=since, windows=self.windows)
+        return events.events_for_owner(user=self.principal, since=since, windows=self.windows,
+                                       owned_agent_ids=self.owned)
 
     def relation_changed(self, agent_id: str, live: bool) -> None:
         self.relation_news[agent_id] = live

@@ -100,6 +100,17 @@ def events_for_user(*, user: Any, since: int, windows: Iterable[tuple[Any, int, 
     return Event.objects.filter(condition, id__gt=since).order_by("id")
 
 
+def events_for_owner(*, user: Any, since: int, windows: Iterable[tuple[Any, int, int | None]],
+                     owned_agent_ids: Iterable[Any]) -> QuerySet[Event]:
+    """A session user's events: theirs (``events_for_user``) plus those addressed to the
+    agents they own, which the owner's portal shows live."""
+    mine = events_for_user(user=user, since=since, windows=windows)
+    owned = list(owned_agent_ids)
+    if not owned:
+        return mine
+    return (mine | Event.objects.filter(Q(agent_id__in=owned), id__gt=since)).order_by("id")
+
+
 def events_for_agent(*, agent: Any, since: int) -> QuerySet[Event]:
     return Event.objects.filter(agent=agent, id__gt=since).order_by("id")
 

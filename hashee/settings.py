@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "agents",
     "relations",
     "toolcalls",
+    "portal",
 ]
 
 MIDDLEWARE = [

@@ -11,6 +11,7 @@ from hashee.events_api import EventListView
 urlpatterns = [
     path("", RedirectView.as_view(url="/portal/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("portal/", include("portal.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("healthz", views.healthz, name="healthz"),

@@ -20,7 +20,7 @@ ensure_apt_packages() {
   # $@: "command:package" pairs; installs the packages whose command is missing.
   local missing=() pair
   for pair in "$@"; do
-    command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "${pair%%:*}" ] || missing+=("${pair##*:}")
+    command -v "${pair%%:*}" >/dev/null 2>&1 || [ -e "${pair%%:*}" ] || missing+=("${pair##*:}")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing Debian packages: ${missing[*]}"

@@ -1,0 +1,133 @@
+"""End users' pages: find an agent, consent to its scopes, and re-consent after a
+breaking change — seeing exactly what changed since they last said yes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from agents import selectors as agent_selectors
+from agents.models import Agent
+from hashee.core.diff import diff_manifests
+from hashee.errors import HasheeError
+from portal import queries
+from portal.common import error_messages, not_found
+from portal.forms import ConsentForm
+from portal.presentation import change_rows, group_by_sensitivity, scope_views
+from relations import services as relation_services
+
+
+@login_required
+def discover(request: HttpRequest) -> HttpResponse:
+    query = request.GET.get("q", "").strip()
+    agents = list(agent_selectors.agent_discover(user=request.user, params={"q": query})[:60])
+    cards = [{"agent": a, "scopes": scope_views(a.capability_manifest)} for a in agents]
+    return render(request, "portal/discover.html", {
+        "cards": cards, "q": query, "connected": queries.live_relation_ids(user=request.user)})
+
+
+@login_required
+def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
+    """The consent page: the agent's scopes grouped by sensitivity; nothing is pre-granted."""
+    try:
+        agent = agent_selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+    except HasheeError:
+        return not_found(request)
+    existing = queries.live_relation_ids(user=request.user).get(agent.pk)
+    if existing is not None:
+        return redirect("portal:connection", relation_id=existing)
+    views = scope_views(agent.capability_manifest)
+    form = ConsentForm(request.POST or None, scope_ids=[v.id for v in views])
+    if request.method == "POST" and form.is_valid():
+        try:
+            relation = relation_services.relation_create(user=request.user, agent_id=agent.pk,
+                                                         granted_scopes=form.cleaned_data["granted_scopes"])
+        except HasheeError as exc:
+            messages.error(request, " ".join([exc.message, *error_messages(exc.details)]))
+        else:
+            messages.success(request, _("You are connected to %(name)s.") % {"name": agent.name})
+            return redirect("portal:connection", relation_id=relation.pk)
+    chosen = set(form.data.getlist("granted_scopes")) if form.is_bound else set()
+    for view in views:
+        view.checked = view.id in chosen
+    return render(request, "portal/consent.html", {"agent": agent, "groups": group_by_sensitivity(views),
+                                                   "accepting": agent.status == Agent.Status.ENABLED})
+
+
+@login_required
+def connections(request: HttpRequest) -> HttpResponse:
+    return render(request, "portal/connections.html", {"connections": queries.connections(user=request.user)})
+
+
+@login_required
+def connection_detail(request: HttpRequest, relation_id: Any) -> HttpResponse:
+    """Manage a connection; when a re-consent is pending, show what changed and ask again."""
+    found = queries.connection(user=request.user, relation_id=relation_id)
+    if found is None:
+        return not_found(request)
+    relation, agent = found.relation, found.relation.agent
+    views = scope_views(agent.capability_manifest)
+    form = ConsentForm(request.POST or None, scope_ids=[v.id for v in views])
+    if request.method == "POST" and form.is_valid() and relation.is_live:
+        done = _reconsent(request, found, form.cleaned_data["granted_scopes"])
+        if done is not None:
+            return done
+    changes = _changes_since_consent(found)
+    _mark(views, found, changes)
+    return render(request, "portal/connection.html", {
+        "connection": found, "agent": agent, "groups": group_by_sensitivity(views),
+        "rows": [r for r in change_rows(changes) if r["breaking"]],
+        "minor": [r for r in change_rows(changes) if not r["breaking"]]})
+
+
+def _reconsent(request: HttpRequest, found: queries.Connection, scopes: list[str]) -> HttpResponse | None:
+    raw = request.POST.get("acknowledged_manifest_version", "")
+    try:
+        relation_services.relation_reconsent(relation=found.relation, granted_scopes=scopes,
+                                             acknowledged_manifest_version=int(raw) if raw.isdigit() else None)
+    except HasheeError as exc:
+        if exc.code == "VERSION_CONFLICT":
+            messages.warning(request, _("The agent changed again while you were reviewing. Here is the latest."))
+            return redirect("portal:connection", relation_id=found.relation.pk)
+        messages.error(request, " ".join([exc.message, *error_messages(exc.details)]))
+        return None
+    messages.success(request, _("Permissions updated for %(name)s.") % {"name": found.relation.agent.name})
+    return redirect("portal:connection", relation_id=found.relation.pk)
+
+
+def _changes_since_consent(found: queries.Connection) -> list[dict[str, Any]]:
+    relation = found.relation
+    agent = relation.agent
+    if not found.needs_reconsent or agent.capability_manifest is None:
+        return []
+    old = queries.version_at(agent=agent, version=relation.acknowledged_manifest_version)
+    return diff_manifests(old.manifest if old else None, agent.capability_manifest).changes
+
+
+def _mark(views: list[Any], found: queries.Connection, changes: list[dict[str, Any]]) -> None:
+    """Tick what is granted now; flag what changed since the last consent, and why."""
+    reasons: dict[str, list[str]] = {}
+    for row in change_rows(changes):
+        if row["breaking"] and row["scope"]:
+            reasons.setdefault(row["scope"], []).append(row["rule_text"])
+    for view in views:
+        view.checked = view.id in found.state.granted_scopes
+        view.changed = view.id in found.state.pending_scopes
+        view.reasons = reasons.get(view.id, [])
+
+
+@require_POST
+@login_required
+def connection_revoke(request: HttpRequest, relation_id: Any) -> HttpResponse:
+    found = queries.connection(user=request.user, relation_id=relation_id)
+    if found is None:
+        return not_found(request)
+    relation_services.relation_revoke(relation=found.relation)
+    messages.success(request, _("Disconnected from %(name)s.") % {"name": found.relation.agent.name})
+    return redirect("portal:connections")

@@ -1,0 +1,51 @@
+"""Forms of the portal. They check shape only; every rule lives in the services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+MANIFEST_WIDGET = forms.Textarea(attrs={"spellcheck": "false", "wrap": "off", "autocomplete": "off",
+                                        "autocapitalize": "off", "rows": 28, "data-editor-input": ""})
+
+
+class AgentCreateForm(forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=100)
+    description = forms.CharField(label=_("Description"), max_length=2000, required=False,
+                                  widget=forms.Textarea(attrs={"rows": 3}))
+    capability_manifest = forms.CharField(label=_("Capability manifest"), required=False, strip=False,
+                                          widget=MANIFEST_WIDGET)
+
+
+class ManifestForm(forms.Form):
+    capability_manifest = forms.CharField(label=_("Capability manifest"), strip=False, widget=MANIFEST_WIDGET)
+    expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    previewed_hash = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+class AgentSettingsForm(forms.Form):
+    name = forms.CharField(label=_("Name"), max_length=100)
+    description = forms.CharField(label=_("Description"), max_length=2000, required=False,
+                                  widget=forms.Textarea(attrs={"rows": 4}))
+
+
+class WebhookForm(forms.Form):
+    webhook_url = forms.URLField(label=_("Webhook URL"), max_length=500, required=False, assume_scheme="https",
+                                 widget=forms.URLInput(attrs={"placeholder": "https://agent.example.com/hashee"}))
+
+
+class KeyCreateForm(forms.Form):
+    name = forms.CharField(label=_("Label"), max_length=100, required=False,
+                           widget=forms.TextInput(attrs={"placeholder": _("e.g. production runtime")}))
+
+
+class ConsentForm(forms.Form):
+    """The scopes a user grants; the choices are the agent's declared scopes."""
+
+    granted_scopes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+
+    def __init__(self, *args: Any, scope_ids: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["granted_scopes"].choices = [(s, s) for s in scope_ids]

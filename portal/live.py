@@ -1,0 +1,49 @@
+"""Live regions: the page's socket (``/ws/events``, the same events API clients get)
+tells it *that* something changed; these endpoints re-render the affected region with
+the same templates the page used, so the socket and the page never disagree.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+from agents.models import Agent
+from hashee.webhook_models import WebhookDelivery
+from portal import queries
+from portal.common import agent_owner_view, not_found
+from portal.views import overview_context
+
+AGENT_REGIONS = {"stats", "scopes", "activity", "deliveries", "row"}
+USER_REGIONS = {"connections", "attention"}
+
+
+@agent_owner_view
+def agent_region(request: HttpRequest, agent: Agent, region: str) -> HttpResponse:
+    if region not in AGENT_REGIONS:
+        return not_found(request)
+    agent.refresh_from_db()
+    if region == "deliveries":
+        deliveries = queries.recent_deliveries(agent=agent)
+        context = {"agent": agent, "deliveries": deliveries}
+        # The worker changes deliveries without an event: the page polls while any is pending.
+        poll = any(d.status == WebhookDelivery.Status.PENDING for d in deliveries)
+    elif region == "row":
+        row = next(r for r in queries.owner_rows(user=request.user) if r.agent.pk == agent.pk)
+        context, poll = {"row": row}, False
+    else:
+        context, poll = {"agent": agent, **overview_context(agent)}, False
+    html = render_to_string(f"portal/live/{region}.html", context, request=request)
+    return JsonResponse({"html": html, "poll": poll})
+
+
+@login_required
+def user_region(request: HttpRequest, region: str) -> HttpResponse:
+    if region not in USER_REGIONS:
+        return not_found(request)
+    found = queries.connections(user=request.user)
+    attention = [c for c in found if c.needs_reconsent and c.relation.is_live]
+    html = render_to_string(f"portal/live/{region}.html", {"connections": found, "attention": attention},
+                            request=request)
+    return JsonResponse({"html": html, "poll": False})

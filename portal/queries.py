@@ -1,0 +1,125 @@
+"""Reads of the portal: an owner's agents with their audience, a user's connections.
+
+Built on agents.selectors and relations.selectors; the effective state of relations
+always comes from ``relation_states`` (derived from version history), never from a column.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import F
+
+from agents.models import Agent, ApiKey, ManifestVersion
+from hashee.webhook_models import WebhookDelivery
+from relations.models import Relation
+from relations.selectors import relation_states, relations_of_user, scope_counts
+from relations.state import RelationState
+
+RECENT_DELIVERIES = 20
+
+
+@dataclass
+class Audience:
+    """Who uses an agent: live relations, how many must re-consent, per-scope counts."""
+
+    users: int = 0
+    pending: int = 0
+    scopes: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class AgentRow:
+    agent: Agent
+    latest: ManifestVersion | None
+    users: int
+    pending: int
+
+
+@dataclass
+class Connection:
+    relation: Relation
+    state: RelationState
+
+    @property
+    def needs_reconsent(self) -> bool:
+        return self.state.status == "reauth_required"
+
+
+def owned_agent(*, user: Any, agent_id: Any) -> Agent | None:
+    """The user's own agent, or None (someone else's is not revealed to exist)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Agent.objects.select_related("owner").filter(pk=agent_id, owner=user).first()
+
+
+def _live_relations(agents: list[Agent]) -> list[Relation]:
+    return list(Relation.objects.filter(agent__in=agents, revoked_at__isnull=True).select_related("agent"))
+
+
+def audience(*, agent: Agent) -> Audience:
+    live = _live_relations([agent])
+    states = relation_states(live).values()
+    return Audience(users=len(live), pending=sum(s.status == "reauth_required" for s in states),
+                    scopes=scope_counts(agent=agent))
+
+
+def owner_rows(*, user: Any) -> list[AgentRow]:
+    """The owner's agents with their latest version and audience (a fixed number of queries)."""
+    agents = list(Agent.objects.filter(owner=user).order_by("name", "id"))
+    latest = {v.agent_id: v for v in ManifestVersion.objects.filter(
+        agent__in=agents, version=F("agent__capability_manifest_version"))}
+    live = _live_relations(agents)
+    states = relation_states(live)
+    users = Counter(r.agent_id for r in live)
+    pending = Counter(r.agent_id for r in live if states[r.pk].status == "reauth_required")
+    return [AgentRow(agent=a, latest=latest.get(a.pk), users=users[a.pk], pending=pending[a.pk]) for a in agents]
+
+
+def latest_version(*, agent: Agent) -> ManifestVersion | None:
+    return ManifestVersion.objects.filter(agent=agent).order_by("-version").first()
+
+
+def agent_keys(*, agent: Agent) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("revoked_at", "-created_at"))
+
+
+def user_keys(*, user: Any) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER).order_by("revoked_at", "-created_at"))
+
+
+def recent_deliveries(*, agent: Agent) -> list[WebhookDelivery]:
+    return list(WebhookDelivery.objects.filter(agent=agent).order_by("-id")[:RECENT_DELIVERIES])
+
+
+def connections(*, user: Any) -> list[Connection]:
+    """The user's relations, live first, each with its effective state."""
+    relations = list(relations_of_user(user=user))
+    states = relation_states(relations)
+    found = [Connection(relation=r, state=states[r.pk]) for r in relations]
+    found.sort(key=lambda c: (c.relation.revoked_at is not None, not c.needs_reconsent))
+    return found
+
+
+def connection(*, user: Any, relation_id: Any) -> Connection | None:
+    relation = Relation.objects.select_related("agent", "agent__owner", "user").filter(
+        pk=relation_id, user=user).first()
+    if relation is None:
+        return None
+    return Connection(relation=relation, state=relation_states([relation])[relation.pk])
+
+
+def live_relation_ids(*, user: Any) -> dict[Any, Any]:
+    """agent id → the user's live relation id, for "connected" badges."""
+    return dict(Relation.objects.filter(user=user, revoked_at__isnull=True).values_list("agent_id", "pk"))
+
+
+def version_at(*, agent: Agent, version: int) -> ManifestVersion | None:
+    return ManifestVersion.objects.filter(agent=agent, version=version).first()
+
+
+def version_pair(*, agent: Agent, start: int, end: int) -> tuple[ManifestVersion | None, ManifestVersion | None]:
+    found = {v.version: v for v in ManifestVersion.objects.filter(agent=agent, version__in=[start, end])}
+    return found.get(start), found.get(end)

@@ -1,0 +1,157 @@
+/* Where is /tools/0/name in this JSON text? A small tokenising JSON parser that records,
+ * for every RFC 6901 pointer, the offset of its member name (or of the value for array
+ * items and the root), so the editor can put each server error next to its line.
+ * A pointer that does not exist (e.g. a REQUIRED member) maps to its nearest ancestor.
+ * Syntax errors come back with their line and column. No dependencies.
+ */
+(function (root) {
+  "use strict";
+
+  const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+  const MAX_DEPTH = 512;
+
+  function escapeToken(key) {
+    return key.replace(/~/g, "~0").replace(/\//g, "~1");
+  }
+
+  function Problem(message, offset) {
+    this.message = message;
+    this.offset = offset;
+  }
+
+  function lineStarts(text) {
+    const starts = [0];
+    for (let i = 0; i < text.length; i++) {
+      if (text.charCodeAt(i) === 10) starts.push(i + 1);
+    }
+    return starts;
+  }
+
+  function lineAt(starts, offset) {
+    let lo = 0;
+    let hi = starts.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (starts[mid] <= offset) lo = mid; else hi = mid - 1;
+    }
+    return lo + 1;
+  }
+
+  function parse(text, positions) {
+    let i = 0;
+    const fail = (message) => { throw new Problem(message, Math.min(i, text.length)); };
+    const ws = () => { while (i < text.length && " \t\n\r".indexOf(text[i]) >= 0) i++; };
+    const expect = (what) => (i >= text.length ? "Unexpected end of the text; expected " + what : "Expected " + what);
+
+    function string() {
+      const start = i;
+      i++;
+      while (i < text.length) {
+        const c = text[i];
+        if (c === "\\") { i += 2; continue; }
+        if (c === "\n") fail("Unterminated string");
+        if (c === '"') {
+          i++;
+          try { return JSON.parse(text.slice(start, i)); } catch (err) { i = start; fail("Invalid escape in a string"); }
+        }
+        i++;
+      }
+      i = start;
+      return fail("Unterminated string");
+    }
+
+    function literal() {
+      for (const word of ["true", "false", "null"]) {
+        if (text.startsWith(word, i)) { i += word.length; return; }
+      }
+      NUMBER.lastIndex = i;
+      const match = NUMBER.exec(text);
+      if (match && match[0].length && match[0] !== "-") { i += match[0].length; return; }
+      fail(i >= text.length ? "Unexpected end of the text" : "Unexpected character " + JSON.stringify(text[i]));
+    }
+
+    function value(pointer, depth) {
+      ws();
+      if (depth > MAX_DEPTH) fail("Nested too deeply");
+      if (!positions.has(pointer)) positions.set(pointer, i);
+      const c = text[i];
+      if (c === "{") return object(pointer, depth);
+      if (c === "[") return array(pointer, depth);
+      if (c === '"') return string();
+      return literal();
+    }
+
+    function object(pointer, depth) {
+      i++;
+      ws();
+      if (text[i] === "}") { i++; return; }
+      const seen = new Set();
+      for (;;) {
+        ws();
+        if (text[i] !== '"') fail(text[i] === "}" ? "Trailing comma before }" : expect("a property name in double quotes"));
+        const at = i;
+        const key = string();
+        if (seen.has(key)) { i = at; fail("Duplicate key " + JSON.stringify(key)); }
+        seen.add(key);
+        const child = pointer + "/" + escapeToken(key);
+        positions.set(child, at);
+        ws();
+        if (text[i] !== ":") fail(expect("':' after the property name"));
+        i++;
+        value(child, depth + 1);
+        ws();
+        if (text[i] === ",") { i++; continue; }
+        if (text[i] === "}") { i++; return; }
+        fail(expect("',' or '}'"));
+      }
+    }
+
+    function array(pointer, depth) {
+      i++;
+      ws();
+      if (text[i] === "]") { i++; return; }
+      for (let index = 0; ; index++) {
+        ws();
+        if (text[i] === "]") fail("Trailing comma before ]");
+        value(pointer + "/" + index, depth + 1);
+        ws();
+        if (text[i] === ",") { i++; continue; }
+        if (text[i] === "]") { i++; return; }
+        fail(expect("',' or ']'"));
+      }
+    }
+
+    value("", 0);
+    ws();
+    if (i < text.length) fail("Unexpected text after the JSON document");
+  }
+
+  /** Parse ``text``; returns {ok, lineOf(pointer), lines} or {ok: false, error: {message, line, column}}. */
+  function locate(text) {
+    const starts = lineStarts(text);
+    const positions = new Map();
+    try {
+      parse(text, positions);
+    } catch (err) {
+      if (!(err instanceof Problem)) throw err;
+      const line = lineAt(starts, err.offset);
+      return { ok: false, lines: starts.length,
+               error: { message: err.message, line: line, column: err.offset - starts[line - 1] + 1 } };
+    }
+    return {
+      ok: true,
+      lines: starts.length,
+      lineOf: function (pointer) {
+        let p = pointer || "";
+        for (;;) {
+          if (positions.has(p)) return lineAt(starts, positions.get(p));
+          if (p === "") return 1;
+          p = p.slice(0, p.lastIndexOf("/"));
+        }
+      },
+      has: function (pointer) { return positions.has(pointer); },
+    };
+  }
+
+  root.HasheeJSON = { locate: locate, escapeToken: escapeToken };
+})(window);

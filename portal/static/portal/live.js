@@ -1,0 +1,151 @@
+/* Live pages: one socket to /ws/events (the events API every client uses; the session
+ * cookie authenticates it). A frame says *that* something changed; the affected regions
+ * ([data-live="<url>"]) are re-rendered by the server and swapped in place — no reload.
+ * Also: language switcher, confirmations, copy buttons, toasts.
+ */
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const T = JSON.parse(document.getElementById("portal-i18n").textContent);
+  const fmt = (text, vars) => text.replace(/%\((\w+)\)s/g, (_, key) => String(vars[key]));
+  const toasts = document.querySelector("[data-toasts]");
+
+  function toast(text, kind) {
+    if (!toasts || !text) return;
+    const item = document.createElement("div");
+    item.className = "toast" + (kind ? " toast-" + kind : "");
+    item.setAttribute("role", "status");
+    item.textContent = text;
+    toasts.appendChild(item);
+    setTimeout(() => item.remove(), 6000);
+  }
+
+  document.querySelectorAll("form[data-autosubmit] select").forEach((select) => {
+    select.addEventListener("change", () => select.form.submit());
+  });
+  document.addEventListener("submit", (event) => {
+    const form = event.target;
+    if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  }, true);
+  document.addEventListener("click", (event) => {
+    const copy = event.target.closest("[data-copy]");
+    if (copy && navigator.clipboard) navigator.clipboard.writeText(copy.dataset.copy).then(() => toast(T.copied));
+    if (event.target.closest("[data-reload]")) window.location.reload();
+  });
+
+  if (!("eventsSince" in body.dataset)) return;
+
+  const indicator = document.querySelector("[data-live-indicator]");
+  let last = Number(body.dataset.eventsSince) || 0;
+  let delay = 1000;
+  const scheduled = new Map();
+
+  function setLive(on) {
+    if (!indicator) return;
+    indicator.dataset.state = on ? "on" : "off";
+    indicator.querySelector("[data-live-label]").textContent = on ? T.live : T.offline;
+  }
+
+  function agentOf(frame) {
+    const data = frame.data || {};
+    return data.agent_id || (data.relation && data.relation.agent_id) || null;
+  }
+
+  function textOf(element) {
+    return element.textContent.replace(/\s+/g, " ").trim();
+  }
+
+  async function refresh(url) {
+    let data;
+    try {
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) return;
+      data = await response.json();
+    } catch (err) {
+      return;
+    }
+    document.querySelectorAll("[data-live]").forEach((element) => {
+      if (element.dataset.live !== url) return;
+      const before = textOf(element);
+      element.innerHTML = data.html;
+      if (textOf(element) !== before) {
+        element.classList.remove("flash-update");
+        void element.offsetWidth;
+        element.classList.add("flash-update");
+      }
+      element.dataset.refreshed = String(Number(element.dataset.refreshed || 0) + 1);
+    });
+    if (data.poll) schedule(url, 3000);
+  }
+
+  function schedule(url, wait) {
+    if (scheduled.has(url)) return;
+    scheduled.set(url, setTimeout(() => { scheduled.delete(url); refresh(url); }, wait === undefined ? 120 : wait));
+  }
+
+  function refreshFor(agent) {
+    document.querySelectorAll("[data-live]").forEach((element) => {
+      const wanted = element.dataset.liveAgent;
+      if (wanted === "*" || (agent && wanted === agent)) schedule(element.dataset.live);
+    });
+  }
+
+  function announce(frame) {
+    const data = frame.data || {};
+    const who = data.relation && data.relation.user;
+    const me = body.dataset.username;
+    const messages = {
+      "h2a.relation_created": who && who !== me ? fmt(T.connected, { user: who }) : "",
+      "h2a.relation_updated": who && who !== me ? fmt(T.updated, { user: who }) : "",
+      "h2a.relation_revoked": who && who !== me ? fmt(T.revoked, { user: who }) : "",
+      "h2a.reauth_required": fmt(T.reauth, { v: data.new_manifest_version }),
+      "agent.manifest_updated": fmt(T.published, { v: data.new_manifest_version }),
+      "agent.telemetry_warning": fmt(T.size_warning, { v: data.manifest_version }),
+    };
+    const warn = frame.type === "h2a.reauth_required" || frame.type === "agent.telemetry_warning";
+    toast(messages[frame.type], warn ? "warn" : "");
+  }
+
+  function handle(frame) {
+    body.dispatchEvent(new CustomEvent("hashee:event", { detail: frame }));
+    if (frame.type === "resync_required") {
+      document.querySelectorAll("[data-live]").forEach((element) => schedule(element.dataset.live));
+      return;
+    }
+    if (frame.type === "message.new") return;
+    const agent = agentOf(frame);
+    refreshFor(agent);
+    const watcher = agent && document.querySelector('[data-watch-agent="' + agent + '"]');
+    const notice = document.querySelector("[data-stale-notice]");
+    if (watcher && notice && /^(h2a\.reauth_required|agent\.manifest_updated)$/.test(frame.type)) notice.hidden = false;
+    announce(frame);
+  }
+
+  function connect() {
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(scheme + "://" + window.location.host + "/ws/events?since=" + last);
+    let ping = null;
+    socket.onopen = () => {
+      delay = 1000;
+      setLive(true);
+      ping = setInterval(() => socket.readyState === 1 && socket.send('{"type":"ping"}'), 25000);
+    };
+    socket.onmessage = (message) => {
+      let frame;
+      try { frame = JSON.parse(message.data); } catch (err) { return; }
+      if (!frame || !frame.type || frame.type === "pong") return;
+      if (typeof frame.id === "number") last = Math.max(last, frame.id);
+      handle(frame);
+    };
+    socket.onclose = () => {
+      clearInterval(ping);
+      setLive(false);
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 15000);
+    };
+  }
+
+  document.querySelectorAll("[data-live][data-live-poll]").forEach((element) => schedule(element.dataset.live, 3000));
+  connect();
+})();

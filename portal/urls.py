@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+from django.views.i18n import set_language
+
+from portal import consent, integrations, live, views
+
+app_name = "portal"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("login/", auth_views.LoginView.as_view(template_name="portal/login.html", redirect_authenticated_user=True),
+         name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="portal:login"), name="logout"),
+    path("language/", set_language, name="set-language"),
+    path("keys/", integrations.user_keys, name="keys"),
+    path("keys/<int:key_id>/revoke", integrations.user_key_revoke, name="key-revoke"),
+    path("manifests/preview", views.manifest_preview_new, name="manifest-preview"),
+    path("agents/new/", views.agent_new, name="agent-new"),
+    path("agents/<uuid:agent_id>/", views.agent_detail, name="agent"),
+    path("agents/<uuid:agent_id>/manifest/", views.agent_manifest, name="agent-manifest"),
+    path("agents/<uuid:agent_id>/preview", views.agent_preview, name="agent-preview"),
+    path("agents/<uuid:agent_id>/versions/", views.agent_versions, name="agent-versions"),
+    path("agents/<uuid:agent_id>/versions/<int:version>/", views.agent_version, name="agent-version"),
+    path("agents/<uuid:agent_id>/diff/", views.agent_diff, name="agent-diff"),
+    path("agents/<uuid:agent_id>/settings/", views.agent_settings, name="agent-settings"),
+    path("agents/<uuid:agent_id>/keys/", integrations.agent_keys, name="agent-keys"),
+    path("agents/<uuid:agent_id>/keys/<int:key_id>/revoke", integrations.agent_key_revoke, name="agent-key-revoke"),
+    path("agents/<uuid:agent_id>/webhook/", integrations.agent_webhook, name="agent-webhook"),
+    path("agents/<uuid:agent_id>/deliveries/<int:delivery_id>/redeliver", integrations.delivery_redeliver,
+         name="delivery-redeliver"),
+    path("agents/<uuid:agent_id>/live/<slug:region>", live.agent_region, name="agent-live"),
+    path("discover/", consent.discover, name="discover"),
+    path("discover/<uuid:agent_id>/", consent.connect, name="connect"),
+    path("connections/", consent.connections, name="connections"),
+    path("connections/live/<slug:region>", live.user_region, name="connections-live"),
+    path("connections/<uuid:relation_id>/", consent.connection_detail, name="connection"),
+    path("connections/<uuid:relation_id>/revoke", consent.connection_revoke, name="connection-revoke"),
+]

@@ -1,0 +1,399 @@
+"""The portal in a real browser: Debian's chromium driven by Playwright against a live
+ASGI server (uvicorn, so /ws/events works), on its own SQLite database.
+
+The tests act through the browser; the other parties (a user consenting, an owner's CI
+publishing a breaking version) act through the REST API with their keys, as they would.
+Screenshots of the main pages are kept in artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+STARTUP_SECONDS = 60
+WAIT_MS = 15_000
+
+
+def _venv_bin(name: str) -> list[str]:
+    candidate = Path(sys.executable).parent / name
+    return [str(candidate)] if candidate.exists() else [sys.executable, "-m", name]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    url: str
+    env: dict[str, str]
+    alice_key: str
+    bob_key: str
+
+    def manage(self, *args: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    def api(self, key: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=15, trust_env=False)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"uvicorn exited early:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"uvicorn did not become healthy:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """uvicorn on a free port with a fresh SQLite database holding the demo data."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; "
+                    ".ci/run installs it), or deselect them with -m 'not browser'.", pytrace=False)
+    home = tmp_path_factory.mktemp("portal-e2e")
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
+    env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
+    setup = LiveServer(url="", env=env, alice_key="", bob_key="")
+    setup.manage("migrate", "--noinput", "-v0")
+    alice_key = setup.manage("seed_demo").strip().splitlines()[-1]
+    bob_key = setup.manage("create_api_key", "bob").strip().splitlines()[-1]
+    port = _free_port()
+    log = home / "uvicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([*_venv_bin("uvicorn"), "hashee.asgi:application", "--host", "127.0.0.1",
+                                    "--port", str(port), "--log-level", "warning"],
+                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log)
+        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
+    opened: list[BrowserContext] = []
+    yield opened
+    for context in opened:
+        context.close()
+
+
+def new_page(browser: Browser, contexts: list[BrowserContext], locale: str = "en-US") -> Page:
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, locale=locale)
+    context.set_default_timeout(WAIT_MS)
+    contexts.append(context)
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    return page
+
+
+def shoot(page: Page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page: Page, server: LiveServer, username: str) -> None:
+    page.goto(f"{server.url}/portal/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.locator(".username")).to_have_text(username)
+
+
+def wait_live(page: Page) -> None:
+    expect(page.locator("[data-live-indicator]")).to_have_attribute("data-state", "on")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix} {uuid.uuid4().hex[:5]}"
+
+
+def manifest_text(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest, indent=2)
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if needle in line)
+
+
+def agent_id_of(page: Page) -> str:
+    match = re.search(r"/portal/agents/([0-9a-f-]{36})/", page.url)
+    assert match, page.url
+    return match.group(1)
+
+
+def breaking(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Narrow read_file's path (maxLength 1024 → 64) and raise filesystem:read to high."""
+    changed = copy.deepcopy(manifest)
+    changed["agent_version"] = "1.1.0"
+    changed["tools"][0]["input_schema"]["properties"]["path"]["maxLength"] = 64
+    changed["permission_scopes"][0]["sensitivity"] = "high"
+    return changed
+
+
+def publish(server: LiveServer, name: str, manifest: dict[str, Any]) -> str:
+    with server.api(server.alice_key) as api:
+        response = api.post("/agents", json={"name": name, "description": "Helps with files and reminders.",
+                                             "capability_manifest": manifest})
+    assert response.status_code == 201, response.text
+    return str(response.json()["agent_id"])
+
+
+def test_owner_creates_an_agent_and_publishes_a_breaking_version(server: LiveServer, browser: Browser,
+                                                                  contexts: list[BrowserContext]) -> None:
+    page = new_page(browser, contexts)
+    page.goto(f"{server.url}/portal/")
+    expect(page.locator(".auth-card")).to_be_visible()
+    shoot(page, "01-login")
+    log_in(page, server, "alice")
+    expect(page.locator("[data-agent-row]").first).to_be_visible()
+    shoot(page, "02-my-agents")
+
+    page.click("text=New agent")
+    page.fill("input[name=name]", unique("Notes"))
+    page.fill("textarea[name=description]", "Reads the notes you pick and reminds you of them.")
+    invalid = copy.deepcopy(DEMO_MANIFEST)
+    invalid["tools"][0]["name"] = "Read File"
+    text = manifest_text(invalid)
+    page.fill("textarea[name=capability_manifest]", text)
+    bad_line = line_of(text, '"Read File"')
+    expect(page.locator(f".gutter .ln.err[data-line='{bad_line}']")).to_be_visible()
+    expect(page.locator(f".mark[data-line='{bad_line}'] .mark-msg")).to_contain_text("must match")
+    expect(page.locator(f".problem[data-line='{bad_line}'] code")).to_have_text("/tools/0/name")
+    expect(page.locator("[data-save]")).to_be_disabled()
+    shoot(page, "03-editor-error-at-line")
+
+    page.fill("textarea[name=capability_manifest]", manifest_text(DEMO_MANIFEST))
+    expect(page.locator("[data-editor-status]")).to_have_attribute("data-state", "ok")
+    expect(page.locator(".gutter .ln.err")).to_have_count(0)
+    page.click("[data-save]")
+    expect(page.locator(".agent-title h1")).to_contain_text("Notes")
+    agent_id = agent_id_of(page)
+
+    wait_live(page)
+    with server.api(server.bob_key) as api:
+        created = api.post("/h2a/relations", json={"agent_id": agent_id,
+                                                   "granted_scopes": ["filesystem:read", "notification:send"]})
+    assert created.status_code == 201, created.text
+    expect(page.locator("[data-stat=users]")).to_have_text("1")  # live, no reload
+    expect(page.locator("[data-scope-granted='filesystem:read']")).to_have_text("1")
+    expect(page.locator(".activity")).to_contain_text("bob connected")
+    shoot(page, "04-agent-overview-live")
+
+    page.click("text=Edit manifest")
+    expect(page.locator("[data-verdict]")).to_have_count(0)
+    expect(page.locator(".verdict-none")).to_be_visible()
+    page.fill("textarea[name=capability_manifest]", manifest_text(breaking(DEMO_MANIFEST)))
+    expect(page.locator("[data-verdict=breaking]")).to_be_visible()
+    expect(page.locator("[data-affected-users]")).to_have_text("1")
+    expect(page.locator("[data-reauth-scope='filesystem:read']")).to_be_visible()
+    expect(page.locator("tr.row-breaking")).to_have_count(2)
+    expect(page.locator("tr.row-breaking .example code")).to_contain_text("a" * 65)
+    expect(page.locator("[data-save]")).to_have_text("Save version 2 (breaking)")
+    shoot(page, "05-editor-breaking-preview")
+
+    page.click("[data-save]")
+    expect(page.locator(".flash-warning")).to_contain_text("1 user is asked to re-consent")
+    expect(page.locator("tr[data-version='2'] .badge-danger")).to_have_text("Breaking")
+    shoot(page, "06-version-history")
+
+    page.click("[data-diff-link='2']")
+    expect(page.locator("[data-verdict=breaking]")).to_contain_text("v1 → v2 is breaking")
+    expect(page.locator("tr[data-rule=SCHEMA_CONSTRAINT_NARROWED]")).to_be_visible()
+    expect(page.locator(".ld-add").first).to_be_visible()
+    shoot(page, "07-version-diff")
+
+    page.click(".tabs >> text=Overview")
+    expect(page.locator("[data-stat=pending]")).to_have_text("1")
+
+
+def test_a_user_consents_then_reconsents_after_a_breaking_change(server: LiveServer, browser: Browser,
+                                                                 contexts: list[BrowserContext]) -> None:
+    manifest = copy.deepcopy(DEMO_MANIFEST)
+    manifest["permission_scopes"].append({"id": "location:read", "label_i18n_key": "agent.scope.location.label",
+                                          "sensitivity": "high"})
+    manifest["tools"].append({"name": "where_am_i", "description_i18n_key": "agent.cap.where.description",
+                              "description_fallback": "Tell the agent where you are",
+                              "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
+                              "permission_scope": "location:read"})
+    name = unique("Helper")
+    agent_id = publish(server, name, manifest)
+
+    page = new_page(browser, contexts)
+    log_in(page, server, "bob")
+    page.click(".mainnav >> text=Discover")
+    page.fill("input[name=q]", name)
+    page.press("input[name=q]", "Enter")
+    page.click(f"[data-agent-card='{agent_id}'] >> text=Connect")
+    groups = page.locator(".scope-group")
+    expect(groups).to_have_count(3)
+    expect(groups.nth(0)).to_have_attribute("data-sensitivity", "high")
+    expect(page.locator("[data-scope='location:read'] [data-scope-label]")).to_have_text("Read your location")
+    expect(page.locator("[data-scope='filesystem:read'] [data-scope-label]")).to_have_text("Read local files")
+    expect(page.locator("input[name=granted_scopes]:checked")).to_have_count(0)  # nothing pre-granted
+    shoot(page, "08-consent")
+    page.check("input[value='filesystem:read']")
+    page.check("input[value='notification:send']")
+    page.click("[data-allow]")
+    expect(page.locator(".flash-success")).to_contain_text(f"You are connected to {name}")
+
+    page.click(".mainnav >> text=Connections")
+    card = page.locator(".connection-card", has_text=name)
+    expect(card).to_have_attribute("data-status", "active")
+    wait_live(page)
+    with server.api(server.alice_key) as api:
+        changed = api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(manifest)})
+    assert changed.status_code == 200, changed.text
+    expect(card).to_have_attribute("data-status", "reauth_required")  # live, no reload
+    shoot(page, "09-connections-review-needed")
+
+    card.locator("[data-review]").click()
+    expect(page.locator("[data-reconsent] tr.row-breaking")).to_have_count(2)
+    changed_scope = page.locator(".consent-item.is-changed")
+    expect(changed_scope).to_have_count(1)
+    expect(changed_scope).to_have_attribute("data-scope", "filesystem:read")
+    expect(changed_scope.locator(".reason")).to_contain_text(["Scope made more sensitive"])
+    expect(page.locator("input[value='filesystem:read']")).not_to_be_checked()  # withheld until consent
+    shoot(page, "10-reconsent")
+    page.check("input[value='filesystem:read']")
+    page.click("[data-allow]")
+    expect(page.locator(".flash-success")).to_contain_text("Permissions updated")
+    expect(page.locator("[data-connection-status]")).to_have_text("Active")
+    expect(page.locator("input[value='filesystem:read']")).to_be_checked()
+
+
+def test_keys_are_shown_once_and_webhook_deliveries_update_live(server: LiveServer, browser: Browser,
+                                                                contexts: list[BrowserContext]) -> None:
+    agent_id = publish(server, unique("Hooks"), copy.deepcopy(DEMO_MANIFEST))
+    page = new_page(browser, contexts)
+    log_in(page, server, "alice")
+
+    page.goto(f"{server.url}/portal/agents/{agent_id}/keys/")
+    page.fill("input[name=name]", "production runtime")
+    page.click("[data-create-key]")
+    expect(page.locator("[data-secret]")).to_contain_text("hak_")
+    shoot(page, "11-agent-keys-shown-once")
+    page.reload()
+    expect(page.locator("[data-secret-once]")).to_have_count(0)
+    row = page.locator("tr[data-key]", has_text="production runtime")
+    row.locator("text=Revoke").click()
+    expect(page.locator("tr[data-key]", has_text="production runtime")).to_contain_text("Revoked")
+
+    page.click(".tabs >> text=Webhook")
+    page.fill("input[name=webhook_url]", f"http://127.0.0.1:{_free_port()}/hashee")
+    page.click("text=Save webhook")
+    expect(page.locator("[data-secret]")).to_contain_text("whsec_")
+    wait_live(page)
+    with server.api(server.bob_key) as api:
+        assert api.post("/h2a/relations", json={"agent_id": agent_id, "granted_scopes": []}).status_code == 201
+    delivery = page.locator("tr[data-delivery]", has_text="h2a.relation_created")
+    expect(delivery).to_have_attribute("data-status", "pending")  # appeared live
+    server.manage("run_webhook_worker", "--once")  # nothing listens there: the attempt fails
+    expect(delivery.locator(".badge-warn")).to_have_text("Retrying")
+    expect(delivery).to_contain_text("ConnectError")
+    shoot(page, "12-webhook-deliveries")
+    delivery.locator("[data-redeliver]").click()
+    expect(page.locator(".flash-success")).to_contain_text("Delivery queued again")
+
+
+def test_the_portal_speaks_simplified_chinese_and_can_switch(server: LiveServer, browser: Browser,
+                                                              contexts: list[BrowserContext]) -> None:
+    agent_id = publish(server, unique("Zh"), copy.deepcopy(DEMO_MANIFEST))
+    page = new_page(browser, contexts, locale="zh-CN")
+    page.goto(f"{server.url}/portal/login/")
+    expect(page.locator(".auth-card h1")).to_have_text("欢迎回来")
+    log_in(page, server, "bob")
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
+    expect(page.locator("[data-scope='filesystem:read'] [data-scope-label]")).to_have_text("读取本地文件")
+    expect(page.locator("[data-scope='notification:send'] [data-scope-label]")).to_have_text("发送系统通知")
+    expect(page.locator(".mainnav")).to_contain_text("发现")
+    shoot(page, "13-consent-zh-hans")
+    page.select_option("select[name=language]", "en")
+    expect(page.locator("[data-scope='filesystem:read'] [data-scope-label]")).to_have_text("Read local files")
+
+
+def test_the_editor_maps_json_pointers_to_lines(server: LiveServer, browser: Browser,
+                                                contexts: list[BrowserContext]) -> None:
+    page = new_page(browser, contexts)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/new/")
+    text = '{\n  "a/b": {\n    "x~y": [\n      1,\n      {"deep": true}\n    ]\n  },\n  "s": "}"\n}'
+    located = page.evaluate("""(text) => {
+        const found = window.HasheeJSON.locate(text);
+        return ["", "/a~1b", "/a~1b/x~0y", "/a~1b/x~0y/0", "/a~1b/x~0y/1/deep", "/s", "/a~1b/missing"].map(found.lineOf);
+    }""", text)
+    assert located == [1, 2, 3, 4, 5, 8, 2]
+    error = page.evaluate("(text) => window.HasheeJSON.locate(text).error", '{\n  "a": 1,\n  "a": 2\n}')
+    assert error["line"] == 3 and "Duplicate" in error["message"]
+    error = page.evaluate("(text) => window.HasheeJSON.locate(text).error", '{\n  "a": [1,],\n}')
+    assert error["line"] == 2 and "Trailing comma" in error["message"]
+
+
+def test_operators_compare_two_versions_in_the_admin(server: LiveServer, browser: Browser,
+                                                     contexts: list[BrowserContext]) -> None:
+    agent_id = publish(server, unique("Admin"), copy.deepcopy(DEMO_MANIFEST))
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+    page = new_page(browser, contexts)
+    page.goto(f"{server.url}/admin/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.click("input[type=submit]")
+    page.goto(f"{server.url}/admin/agents/agent/{agent_id}/compare/?from=1&to=2")
+    expect(page.locator("#content")).to_contain_text("SCHEMA_CONSTRAINT_NARROWED")
+    shoot(page, "14-admin-compare")
