@@ -1,12 +1,17 @@
 """ASGI middleware that refuses oversized request bodies before Django buffers them.
 
 Django's ASGI handler reads the whole body (to a spooled file) before any view runs,
-so a 100 MB body would be read in full; this stops at the limit instead.
+so a 100 MB body would be read in full; this stops at the limit instead. A body that
+is not complete within ``body_timeout`` seconds (a stalled or dripped "slowloris" body;
+uvicorn has no such timeout) is answered 408 REQUEST_TIMEOUT and the connection closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,10 +26,19 @@ class BodyTooLargeError(Exception):
     pass
 
 
+class BodyTimeoutError(Exception):
+    pass
+
+
+def _default_body_timeout() -> float:
+    return float(os.environ.get("HASHEE_BODY_TIMEOUT_SECONDS", "30"))
+
+
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, body_timeout: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.body_timeout = _default_body_timeout() if body_timeout is None else body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -35,28 +49,40 @@ class BodySizeLimit:
             await self._refuse(send)
             return
         received = 0
+        body_done = False
+        deadline = time.monotonic() + self.body_timeout
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, body_done
+            if body_done:
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                raise BodyTimeoutError() from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
                     raise BodyTooLargeError()
+                body_done = not message.get("more_body", False)
             return message
 
         try:
             await self.app(scope, limited_receive, send)
         except BodyTooLargeError:
             await self._refuse(send)
+        except BodyTimeoutError:
+            await self._refuse(send, 408, "REQUEST_TIMEOUT",
+                               f"The request body did not arrive within {self.body_timeout:g} seconds.")
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, status: int = 413, code: str = "REQUEST_TOO_LARGE",
+                      message: str | None = None) -> None:
         body = json.dumps({"error": {
-            "code": "REQUEST_TOO_LARGE",
-            "message": f"The request body is larger than {self.max_bytes} bytes.",
+            "code": code,
+            "message": message or f"The request body is larger than {self.max_bytes} bytes.",
             "details": [],
         }}).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
+        await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
         ]})

@@ -35,7 +35,9 @@ class EventListView(APIView):
         parameters=[OpenApiParameter("since", int, description="Return events after this id"),
                     OpenApiParameter("limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})")],
         responses={200: OpenApiResponse(description='`{"events": [frame…], "last_id": int, "has_more": bool}`; '
-                                                    "a frame is `{id, type, created_at, data}`")},
+                                                    "a frame is `{id, type, created_at, data}`"),
+                   400: OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`'),
+                   401: OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')},
     )
     def get(self, request: Request) -> Response:
         since = _int_param(request, "since", 0)

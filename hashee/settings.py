@@ -93,6 +93,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A database that is away fails a request within seconds (503), never hangs it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writers queue behind SQLite's lock instead of failing at once: IMMEDIATE takes the
     # write lock when a transaction begins, so two writers never deadlock on an upgrade.

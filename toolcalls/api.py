@@ -124,7 +124,8 @@ class MessageListCreateView(APIView):
         operation_id="messages_list",
         parameters=[OpenApiParameter("after", str, description="A message_id: return the messages after it"),
                     OpenApiParameter("limit", int, description=f"Default 100, at most {MAX_LIMIT}")],
-        responses={200: OpenApiResponse(description='`{"messages": [...], "has_more": bool}`'), 404: ERROR},
+        responses={200: OpenApiResponse(description='`{"messages": [...], "has_more": bool}`'), 400: ERROR, 401: ERROR,
+                   403: ERROR, 404: ERROR},
     )
     def get(self, request: Request, relation_id: str) -> Response:
         sender = sender_for(request, relation_id)
