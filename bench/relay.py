@@ -1,5 +1,6 @@
 """The blind pipe's relay: POST a message on one worker → the recipient's socket on the
-other, with 2 uvicorn workers, PostgreSQL and Redis (deploy/local.py), compared with a
+other (half the users hold their socket on each worker, and each message is posted to the
+worker that does not hold it, so both workers take POSTs), with 2 uvicorn workers, PostgreSQL and Redis (deploy/local.py), compared with a
 trivial DRF endpoint (/api/ping) served by the same deployment in the same run.
 
 Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/relay.py
@@ -75,7 +76,7 @@ async def closed_loop(send: Any, seconds: float, concurrency: int) -> int:
 
 
 class Receivers:
-    """Every user's socket on the worker the message was NOT posted to."""
+    """User i's socket is on worker i % 2; its messages are posted to the other worker."""
 
     def __init__(self) -> None:
         self.arrivals: dict[str, float] = {}
@@ -83,8 +84,8 @@ class Receivers:
         self.sockets: list[Any] = []
 
     async def open(self, world: dict[str, Any], ws_urls: list[str]) -> None:
-        for user in world["users"]:
-            socket = await connect(f"{ws_urls[1]}/ws/events?token={user['key']}", open_timeout=10,
+        for i, user in enumerate(world["users"]):
+            socket = await connect(f"{ws_urls[i % 2]}/ws/events?token={user['key']}", open_timeout=10,
                                    ping_interval=None, max_queue=None)
             self.sockets.append(socket)
             self.tasks.append(asyncio.create_task(self._read(socket)))
@@ -126,9 +127,10 @@ async def run(world: dict[str, Any], urls: list[str], ws_urls: list[str], second
         async def relay() -> None:
             counter[0] += 1
             n = f"t{counter[0]}"
-            user = world["users"][counter[0] % RELATIONS]
+            i = counter[0] % RELATIONS
+            user = world["users"][i]
             sent[n] = time.perf_counter()
-            response = await client.post(f"{urls[0]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
+            response = await client.post(f"{urls[1 - i % 2]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
                                          json={"msg_subtype": "text", "content_type": "text", "payload": {"n": n}})
             assert response.status_code == 201, response.text
 
@@ -162,7 +164,7 @@ async def steady(client: httpx.AsyncClient, world: dict[str, Any], urls: list[st
         user = world["users"][i % RELATIONS]
         sent[n] = time.perf_counter()
         pending.append(asyncio.create_task(client.post(
-            f"{urls[0]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
+            f"{urls[1 - (i % RELATIONS) % 2]}/h2a/relations/{user['relation_id']}/messages", headers=headers,
             json={"msg_subtype": "text", "content_type": "text", "payload": {"n": n}})))
     await asyncio.gather(*pending)
     await wait_for_all(receivers, sent, timeout=30)

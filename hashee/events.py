@@ -9,6 +9,7 @@ SQLite serialises writers anyway.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -28,10 +29,22 @@ DOORBELL_GROUP = "hashee.events"
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
 
 
-def _lock_log() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [EVENT_LOG_LOCK])
+def _insert_locked(event: Event) -> None:
+    """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
+    the lock is held from here to the commit, so this saves a round trip while holding it."""
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
+    values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    typed = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - model metadata, not input
+            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {typed} FROM log_lock RETURNING id",
+            [EVENT_LOG_LOCK, *values])
+        event.id = cursor.fetchone()[0]
+    event._state.adding = False
+    event._state.db = connection.alias
 
 
 def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any = None,
@@ -40,8 +53,11 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
     if not transaction.get_connection().in_atomic_block:
         with transaction.atomic():
             return event_emit(type=type, data=data, user=user, agent=agent, audience=audience)
-    _lock_log()
-    event = Event.objects.create(type=type, data=data, user=user, agent=agent, audience=audience)
+    event = Event(type=type, data=data, user=user, agent=agent, audience=audience)
+    if connection.vendor == "postgresql":
+        _insert_locked(event)
+    else:  # SQLite serialises writers anyway
+        event.save(force_insert=True)
     if agent is not None and type in WEBHOOK_TYPES:
         from hashee.webhooks import webhook_enqueue
 
@@ -58,7 +74,15 @@ WEBHOOK_TYPES = frozenset({
 
 
 def ring_doorbell(event_id: int) -> None:
-    """Tell every server process that the log has grown (at most once; the log is the truth)."""
+    """Tell every server process that the log has grown (at most once; the log is the truth).
+
+    In a server, the ring is handed to the process's event loop (``LoopDoorbell``): one
+    sender there coalesces a burst of commits into one ``group_send`` and wakes the local
+    hub at once. Elsewhere (management commands, tests without a server) it is sent here.
+    """
+    bell = LoopDoorbell.current
+    if bell is not None and bell.ring():
+        return
     layer = get_channel_layer()
     if layer is None:
         return
@@ -66,6 +90,57 @@ def ring_doorbell(event_id: int) -> None:
         async_to_sync(layer.group_send)(DOORBELL_GROUP, {"type": "log.grew", "id": event_id})
     except Exception:  # a lost doorbell only delays delivery until the next poll
         logger.warning("event doorbell failed for #%s", event_id, exc_info=True)
+
+
+class LoopDoorbell:
+    """The doorbell of a server process, rung from its request threads.
+
+    ``async_to_sync`` from a request thread builds an event loop (and a Redis connection)
+    per call; this keeps one sender task on the server's loop instead. Rings that arrive
+    while a send is under way set the flag again, so the last commit is always followed
+    by a send: coalescing loses nothing, because each hub reads every new row anyway.
+    """
+
+    current: LoopDoorbell | None = None
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.flag = asyncio.Event()
+        self.task = loop.create_task(self._send_forever())
+
+    @classmethod
+    def attach(cls) -> None:
+        """Called on the server's running loop (the HTTP bridge does, on its first request)."""
+        loop = asyncio.get_running_loop()
+        if cls.current is None or cls.current.loop is not loop or cls.current.task.done():
+            cls.current = cls(loop)
+
+    def ring(self) -> bool:
+        """From any thread; False when the loop is gone (the caller sends it itself)."""
+        if self.loop.is_closed() or self.task.done():
+            return False
+        try:
+            self.loop.call_soon_threadsafe(self.flag.set)
+        except RuntimeError:  # closed in the meantime
+            return False
+        return True
+
+    async def _send_forever(self) -> None:
+        from hashee.hub import wake_local_hub
+
+        while True:
+            await self.flag.wait()
+            self.flag.clear()
+            wake_local_hub()  # this process's sockets need no round trip through Redis
+            layer = get_channel_layer()
+            if layer is None:
+                continue
+            try:
+                await layer.group_send(DOORBELL_GROUP, {"type": "log.grew"})
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a lost doorbell only delays delivery until the next poll
+                logger.warning("event doorbell failed", exc_info=True)
 
 
 def frame(event: Event) -> dict[str, Any]:

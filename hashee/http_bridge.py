@@ -19,6 +19,7 @@ from typing import Any
 from asgiref.wsgi import WsgiToAsgiInstance
 
 from hashee.asgi_limits import Receive, Scope, Send
+from hashee.events import LoopDoorbell
 
 Response = tuple[int, list[tuple[bytes, bytes]], bytes]
 
@@ -33,6 +34,7 @@ class ThreadedWsgiBridge:
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="http")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        LoopDoorbell.attach()
         try:
             body = await _read_body(receive)
         except Disconnected:

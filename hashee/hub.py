@@ -192,3 +192,10 @@ def get_hub() -> EventHub:
     if hub is None:
         hub = _hubs[loop] = EventHub()
     return hub
+
+
+def wake_local_hub() -> None:
+    """On the running loop: make its hub read the log now (if it has one)."""
+    hub = _hubs.get(asyncio.get_running_loop())
+    if hub is not None:
+        hub._wake.set()

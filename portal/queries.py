@@ -6,8 +6,7 @@ always comes from ``relation_states`` (derived from version history), never from
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F
@@ -15,19 +14,11 @@ from django.db.models import F
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.webhook_models import WebhookDelivery
 from relations.models import Relation
-from relations.selectors import relation_states, relations_of_user, scope_counts
+from relations.selectors import AudienceSummary as Audience
+from relations.selectors import audience_summaries, relation_states, relations_of_user
 from relations.state import RelationState
 
 RECENT_DELIVERIES = 20
-
-
-@dataclass
-class Audience:
-    """Who uses an agent: live relations, how many must re-consent, per-scope counts."""
-
-    users: int = 0
-    pending: int = 0
-    scopes: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,15 +46,8 @@ def owned_agent(*, user: Any, agent_id: Any) -> Agent | None:
     return Agent.objects.select_related("owner").filter(pk=agent_id, owner=user).first()
 
 
-def _live_relations(agents: list[Agent]) -> list[Relation]:
-    return list(Relation.objects.filter(agent__in=agents, revoked_at__isnull=True).select_related("agent"))
-
-
 def audience(*, agent: Agent) -> Audience:
-    live = _live_relations([agent])
-    states = relation_states(live).values()
-    return Audience(users=len(live), pending=sum(s.status == "reauth_required" for s in states),
-                    scopes=scope_counts(agent=agent))
+    return audience_summaries(agents=[agent])[agent.pk]
 
 
 def owner_rows(*, user: Any) -> list[AgentRow]:
@@ -71,11 +55,9 @@ def owner_rows(*, user: Any) -> list[AgentRow]:
     agents = list(Agent.objects.filter(owner=user).order_by("name", "id"))
     latest = {v.agent_id: v for v in ManifestVersion.objects.filter(
         agent__in=agents, version=F("agent__capability_manifest_version"))}
-    live = _live_relations(agents)
-    states = relation_states(live)
-    users = Counter(r.agent_id for r in live)
-    pending = Counter(r.agent_id for r in live if states[r.pk].status == "reauth_required")
-    return [AgentRow(agent=a, latest=latest.get(a.pk), users=users[a.pk], pending=pending[a.pk]) for a in agents]
+    who = audience_summaries(agents=agents)
+    return [AgentRow(agent=a, latest=latest.get(a.pk), users=who[a.pk].users, pending=who[a.pk].pending)
+            for a in agents]
 
 
 def latest_version(*, agent: Agent) -> ManifestVersion | None:

@@ -61,7 +61,7 @@ def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload
                  client_msg_id: str = "") -> Message:
     """Store the message and its ``message.new`` event in one transaction."""
     relation = sender.relation
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside the API's transaction: no savepoint round trips
         message = Message.objects.create(relation=relation, sender=sender.kind, msg_subtype=msg_subtype,
                                          content_type=content_type, payload=payload, payload_bytes=size,
                                          client_msg_id=client_msg_id)
