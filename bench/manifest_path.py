@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 import statistics
 import sys
@@ -95,6 +96,8 @@ def setup_django() -> None:
     from django.core.management import call_command
 
     django.setup()
+    # The 128 KB runs cross the size warning on purpose: keep its telemetry line out of the table.
+    logging.getLogger("hashee.telemetry").setLevel(logging.ERROR)
     call_command("migrate", verbosity=0)
 
 

@@ -181,7 +181,7 @@ def main() -> None:
     world = setup_world()
     from deploy.local import Deployment
 
-    with Deployment(workers=2) as deployment:
+    with Deployment(workers=2, uvicorn_args=["--timeout-keep-alive", "30"]) as deployment:
         figures = asyncio.run(run(world, deployment.urls, deployment.ws_urls, args.seconds, args.concurrency))
     lines = [
         f"relay benchmark: 2 uvicorn workers, PostgreSQL, Redis; {os.cpu_count()} cores; "

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
+from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
 from hashee.models import Event, EventLogState
@@ -29,22 +30,41 @@ DOORBELL_GROUP = "hashee.events"
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
 
 
-def _insert_locked(event: Event) -> None:
-    """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
-    the lock is held from here to the commit, so this saves a round trip while holding it."""
-    fields = [f for f in Event._meta.concrete_fields if not f.primary_key]
-    values = [f.get_db_prep_save(f.pre_save(event, add=True), connection) for f in fields]
+def _insert_parts(instance: Model) -> tuple[list[Any], str, str, list[Any]]:
+    """The columns, ``%s::type`` placeholders and values of an INSERT of ``instance``
+    (a database-generated primary key is left out). A creation time already set is kept,
+    so a payload built from the instance matches the stored row."""
+    fields = [f for f in instance._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
+    values = []
+    for f in fields:
+        value = getattr(instance, f.attname)
+        if not (getattr(f, "auto_now_add", False) and value is not None):
+            value = f.pre_save(instance, add=True)
+        values.append(f.get_db_prep_save(value, connection))
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
     typed = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
+    return fields, columns, typed, values
+
+
+def _saved(instance: Model, pk: Any) -> None:
+    if isinstance(instance._meta.pk, AutoFieldMixin):
+        instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
+def _insert_locked(event: Event) -> None:
+    """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
+    the lock is held from here to the commit, so this saves a round trip while holding it."""
+    _, columns, typed, values = _insert_parts(event)
+    table = connection.ops.quote_name(Event._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - model metadata, not input
-            f"INSERT INTO {quote(Event._meta.db_table)} ({columns}) SELECT {typed} FROM log_lock RETURNING id",
+            f"INSERT INTO {table} ({columns}) SELECT {typed} FROM log_lock RETURNING id",
             [EVENT_LOG_LOCK, *values])
-        event.id = cursor.fetchone()[0]
-    event._state.adding = False
-    event._state.db = connection.alias
+        _saved(event, cursor.fetchone()[0])
 
 
 def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any = None,
@@ -63,6 +83,43 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
 
         webhook_enqueue(agent=agent, event_type=type, data=data, event_id=event.id)
     transaction.on_commit(lambda: ring_doorbell(event.id))
+    return event
+
+
+def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user: Any = None,
+                         agent: Any = None) -> Event:
+    """Insert ``instance`` and the event about it, atomically; ``data`` builds the event's
+    data from the instance once its fields are final.
+
+    On PostgreSQL outside a transaction, and when the event has no webhook to queue, both
+    rows go in ONE autocommitted statement that also takes the log's lock: no BEGIN/COMMIT
+    round trips, and the lock is held only while the server executes and commits it (the
+    relay's hot path). Otherwise: the usual transaction.
+    """
+    fast = (connection.vendor == "postgresql" and not transaction.get_connection().in_atomic_block
+            and not (agent is not None and type in WEBHOOK_TYPES))
+    if not fast:
+        with transaction.atomic(savepoint=False):
+            instance.save(force_insert=True)
+            return event_emit(type=type, data=data(), user=user, agent=agent)
+    _, row_columns, row_typed, row_values = _insert_parts(instance)
+    event = Event(type=type, data=data(), user=user, agent=agent)
+    _, event_columns, event_typed, event_values = _insert_parts(event)
+    quote = connection.ops.quote_name
+    row_pk = quote(instance._meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)), "  # noqa: S608 - model metadata
+            f"new_row AS (INSERT INTO {quote(instance._meta.db_table)} ({row_columns}) "
+            f"SELECT {row_typed} FROM log_lock RETURNING {row_pk}), "
+            f"new_event AS (INSERT INTO {quote(Event._meta.db_table)} ({event_columns}) "
+            f"SELECT {event_typed} FROM log_lock, new_row RETURNING id) "
+            f"SELECT (SELECT {row_pk} FROM new_row), (SELECT id FROM new_event)",
+            [EVENT_LOG_LOCK, *row_values, *event_values])
+        row_pk_value, event_id = cursor.fetchone()
+    _saved(instance, row_pk_value)
+    _saved(event, event_id)
+    ring_doorbell(event.id)  # committed: the statement was its own transaction
     return event
 
 

@@ -55,7 +55,9 @@ class MessageOutput(serializers.Serializer):
 def sender_for(request: Request, relation_id: str) -> services.Sender:
     """The relation's agent or user behind these credentials; anyone else gets 404."""
     principal = request.user
-    relation = Relation.objects.select_related("agent", "user").filter(pk=relation_id).first()
+    # The agent's manifest (up to 128 KB of JSON) is not needed to pass a message along.
+    relation = (Relation.objects.select_related("agent", "user").defer("agent__capability_manifest")
+                .filter(pk=relation_id).first())
     if relation is not None:
         if isinstance(principal, AgentPrincipal) and relation.agent_id == principal.agent.pk:
             return services.Sender("agent", relation)
@@ -113,10 +115,14 @@ class MessageListCreateView(APIView):
             if usage.limited:
                 raise HasheeError("RATE_LIMITED", f"At most {usage.limit} tool calls per minute per agent.",
                                   headers={**headers, "Retry-After": str(usage.retry_after())})
-        with transaction.atomic():
+        if claim is None:  # one statement on PostgreSQL (services.message_send)
             message = services.message_send(sender=sender, size=size, **data)
             body = dict(MessageOutput({**services.message_payload(message), "relation_id": sender.relation.pk}).data)
-            if claim is not None:
+        else:
+            with transaction.atomic():  # the message and the stored response, together
+                message = services.message_send(sender=sender, size=size, **data)
+                body = dict(MessageOutput({**services.message_payload(message),
+                                           "relation_id": sender.relation.pk}).data)
                 idempotency.idempotency_complete(claim=claim, status=201, body=body, headers=headers)
         return Response(body, status=status.HTTP_201_CREATED, headers=headers)
 

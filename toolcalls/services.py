@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.utils import timezone
 
 from agents.models import Agent
 from hashee.errors import HasheeError
-from hashee.events import event_emit
+from hashee.events import row_and_event_create
 from relations.models import Relation
 from toolcalls.models import Message
 
@@ -59,15 +59,16 @@ def message_payload(message: Message) -> dict[str, Any]:
 
 def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload: Any, size: int,
                  client_msg_id: str = "") -> Message:
-    """Store the message and its ``message.new`` event in one transaction."""
+    """Store the message and its ``message.new`` event atomically (row_and_event_create)."""
     relation = sender.relation
-    with transaction.atomic(savepoint=False):  # inside the API's transaction: no savepoint round trips
-        message = Message.objects.create(relation=relation, sender=sender.kind, msg_subtype=msg_subtype,
-                                         content_type=content_type, payload=payload, payload_bytes=size,
-                                         client_msg_id=client_msg_id)
-        data = {"relation_id": str(relation.pk), "message": message_payload(message)}
-        if sender.kind == "agent":
-            event_emit(type="message.new", data=data, user=relation.user)
-        else:
-            event_emit(type="message.new", data=data, agent=relation.agent)
+    message = Message(relation=relation, sender=sender.kind, msg_subtype=msg_subtype, content_type=content_type,
+                      payload=payload, payload_bytes=size, client_msg_id=client_msg_id, created_at=timezone.now())
+
+    def data() -> dict[str, Any]:
+        return {"relation_id": str(relation.pk), "message": message_payload(message)}
+
+    if sender.kind == "agent":
+        row_and_event_create(message, type="message.new", data=data, user=relation.user)
+    else:
+        row_and_event_create(message, type="message.new", data=data, agent=relation.agent)
     return message
