@@ -176,9 +176,9 @@ def counting_doorbells() -> Iterator[list[int]]:
     rung: list[int] = []
     original = events.ring_doorbell
 
-    def counted(event_id: int) -> None:
-        rung.append(event_id)
-        original(event_id)
+    def counted(event: Any) -> None:
+        rung.append(event.id)
+        original(event)
 
     events.ring_doorbell = counted
     try:

@@ -47,6 +47,9 @@ from typing import IO
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 REQUIRED = ("DATABASE_URL", "REDIS_URL")
+# Event frames are small JSON or ciphertext: compressing each one costs both ends CPU for
+# next to nothing (measured: relay p99 at 100 msg/s ~60 ms with it, ~25-55 ms without).
+UVICORN_ARGS = ("--no-access-log", "--ws-per-message-deflate", "false")
 FIXED_ENV = {"DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1"}
 START_ATTEMPTS = 3  # a free port can be taken between choosing it and uvicorn binding it
 
@@ -217,7 +220,7 @@ class Deployment:
         log_path = self.log_dir / f"worker-{index}.log"
         log_file = log_path.open("ab")
         command = [*_bin("uvicorn"), "hashee.asgi:application", "--host", HOST, "--port", str(port),
-                   "--no-access-log", *self.uvicorn_args]
+                   *UVICORN_ARGS, *self.uvicorn_args]
         setup = functools.partial(_child_setup, threading.current_thread() is threading.main_thread())
         process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=log_file,  # noqa: S603
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=setup)

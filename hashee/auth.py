@@ -69,9 +69,10 @@ def api_key_lookup(secret: str) -> ApiKey | None:
     marker, prefix = parts
     kind = ApiKey.Kind.USER if marker == USER_KEY_MARKER else ApiKey.Kind.AGENT
     wanted = hash_secret(secret)
+    # An agent key's agent comes without its manifest (up to 128 KB of JSON), read only if used.
     candidates = ApiKey.objects.filter(prefix=prefix, kind=kind, revoked_at__isnull=True).select_related(
         "user", "agent"
-    )
+    ).defer("agent__capability_manifest")
     found = None
     for key in candidates:
         if hmac.compare_digest(key.key_hash, wanted):

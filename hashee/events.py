@@ -10,6 +10,7 @@ SQLite serialises writers anyway.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -82,7 +83,7 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
         from hashee.webhooks import webhook_enqueue
 
         webhook_enqueue(agent=agent, event_type=type, data=data, event_id=event.id)
-    transaction.on_commit(lambda: ring_doorbell(event.id))
+    transaction.on_commit(lambda: ring_doorbell(event))
     return event
 
 
@@ -119,7 +120,7 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
         row_pk_value, event_id = cursor.fetchone()
     _saved(instance, row_pk_value)
     _saved(event, event_id)
-    ring_doorbell(event.id)  # committed: the statement was its own transaction
+    ring_doorbell(event)  # committed: the statement was its own transaction
     return event
 
 
@@ -130,39 +131,68 @@ WEBHOOK_TYPES = frozenset({
 })
 
 
-def ring_doorbell(event_id: int) -> None:
-    """Tell every server process that the log has grown (at most once; the log is the truth).
+# A doorbell carries the events it announces (up to this many bytes of frames), so hubs
+# can dispatch them without reading the log; a bigger one carries only its id.
+DOORBELL_FRAME_BYTES = 65536
+
+
+def event_record(event: Event, *, with_text: bool = True) -> dict[str, Any]:
+    """What a hub needs to dispatch ``event``: its recipients and its frame's JSON text."""
+    record: dict[str, Any] = {"id": event.id, "type": event.type, "user_id": event.user_id,
+                              "agent_id": str(event.agent_id) if event.agent_id else None,
+                              "audience_id": str(event.audience_id) if event.audience_id else None}
+    relation = event.data.get("relation") if isinstance(event.data, dict) else None
+    if isinstance(relation, dict) and "agent_id" in relation:
+        record["relation_agent_id"] = str(relation["agent_id"])
+    if with_text:
+        record["text"] = json.dumps(frame(event), separators=(",", ":"))
+    return record
+
+
+def _doorbell_record(event: Event) -> dict[str, Any]:
+    record = event_record(event)
+    if len(record["text"]) > DOORBELL_FRAME_BYTES:
+        del record["text"]  # the hubs read this one from the log
+    return record
+
+
+def ring_doorbell(event: Event) -> None:
+    """Tell every server process that the log has grown, and with what (committed events).
 
     In a server, the ring is handed to the process's event loop (``LoopDoorbell``): one
-    sender there coalesces a burst of commits into one ``group_send`` and wakes the local
-    hub at once. Elsewhere (management commands, tests without a server) it is sent here.
+    sender there batches a burst of commits into one ``group_send`` and hands them to the
+    local hub at once. Elsewhere (management commands, tests without a server) it is sent
+    here. A lost or late doorbell only delays delivery: the log is the truth.
     """
+    record = _doorbell_record(event)
     bell = LoopDoorbell.current
-    if bell is not None and bell.ring():
+    if bell is not None and bell.ring(record):
         return
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(DOORBELL_GROUP, {"type": "log.grew", "id": event_id})
+        async_to_sync(layer.group_send)(DOORBELL_GROUP, {"type": "log.grew", "events": [record]})
     except Exception:  # a lost doorbell only delays delivery until the next poll
-        logger.warning("event doorbell failed for #%s", event_id, exc_info=True)
+        logger.warning("event doorbell failed for #%s", event.id, exc_info=True)
 
 
 class LoopDoorbell:
     """The doorbell of a server process, rung from its request threads.
 
     ``async_to_sync`` from a request thread builds an event loop (and a Redis connection)
-    per call; this keeps one sender task on the server's loop instead. Rings that arrive
-    while a send is under way set the flag again, so the last commit is always followed
-    by a send: coalescing loses nothing, because each hub reads every new row anyway.
+    per call; this keeps one sender task on the server's loop instead. Events that commit
+    while a send is under way wait for the next one, so a burst is a few sends, and the
+    last commit is always followed by one.
     """
 
     current: LoopDoorbell | None = None
+    BATCH = 200
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.flag = asyncio.Event()
+        self.pending: list[dict[str, Any]] = []
         self.task = loop.create_task(self._send_forever())
 
     @classmethod
@@ -172,28 +202,37 @@ class LoopDoorbell:
         if cls.current is None or cls.current.loop is not loop or cls.current.task.done():
             cls.current = cls(loop)
 
-    def ring(self) -> bool:
+    def ring(self, record: dict[str, Any]) -> bool:
         """From any thread; False when the loop is gone (the caller sends it itself)."""
         if self.loop.is_closed() or self.task.done():
             return False
         try:
-            self.loop.call_soon_threadsafe(self.flag.set)
+            self.loop.call_soon_threadsafe(self._add, record)
         except RuntimeError:  # closed in the meantime
             return False
         return True
 
+    def _add(self, record: dict[str, Any]) -> None:
+        self.pending.append(record)
+        self.flag.set()
+
     async def _send_forever(self) -> None:
-        from hashee.hub import wake_local_hub
+        from hashee.hub import offer_to_local_hub
 
         while True:
             await self.flag.wait()
             self.flag.clear()
-            wake_local_hub()  # this process's sockets need no round trip through Redis
+            records, self.pending = self.pending[:self.BATCH], self.pending[self.BATCH:]
+            if self.pending:
+                self.flag.set()
+            if not records:
+                continue
+            offer_to_local_hub(records)  # this process's sockets need no round trip through Redis
             layer = get_channel_layer()
             if layer is None:
                 continue
             try:
-                await layer.group_send(DOORBELL_GROUP, {"type": "log.grew"})
+                await layer.group_send(DOORBELL_GROUP, {"type": "log.grew", "events": records})
             except asyncio.CancelledError:
                 raise
             except Exception:  # a lost doorbell only delays delivery until the next poll

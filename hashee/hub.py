@@ -11,7 +11,6 @@ poll, because the log, not the push, is the truth.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import weakref
@@ -22,7 +21,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from hashee.events import DOORBELL_GROUP, frame, latest_event_id
+from hashee.events import DOORBELL_GROUP, event_record, latest_event_id
 from hashee.models import Event
 
 logger = logging.getLogger(__name__)
@@ -36,8 +35,8 @@ class Subscriber(Protocol):
     def relation_changed(self, agent_id: str, live: bool) -> None: ...
 
 
-def _fetch(after: int) -> list[Event]:
-    return list(Event.objects.filter(id__gt=after).order_by("id")[:BATCH])
+def _fetch(after: int) -> list[dict[str, Any]]:
+    return [event_record(e) for e in Event.objects.filter(id__gt=after).order_by("id")[:BATCH]]
 
 
 def _being_cancelled() -> bool:
@@ -103,8 +102,8 @@ class EventHub:
                 continue
             waited_from = time.monotonic()
             try:
-                await layer.receive(self._channel)
-                self._wake.set()
+                message = await layer.receive(self._channel)
+                self.offer_records(message.get("events") or [])
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -139,29 +138,44 @@ class EventHub:
 
     async def drain(self) -> None:
         while True:
-            events = await database_sync_to_async(_fetch)(self.last_id)
-            for event in events:
-                self.dispatch(event)
-                self.last_id = event.id
-            if len(events) < BATCH:
+            records = await database_sync_to_async(_fetch)(self.last_id)
+            for record in records:
+                if record["id"] > self.last_id:  # a doorbell may have delivered it meanwhile
+                    self.dispatch(record)
+                    self.last_id = record["id"]
+            if len(records) < BATCH:
                 return
 
-    def dispatch(self, event: Event) -> None:
-        text = json.dumps(frame(event), separators=(",", ":"))
+    def offer_records(self, records: list[dict[str, Any]]) -> None:
+        """Events a doorbell carried (committed, in any order): dispatch them straight away
+        while they continue the log without a gap; at the first gap (an event whose doorbell
+        is still on its way, one too big to carry, or a rolled-back id), read the log."""
+        for record in sorted(records, key=lambda r: r["id"]):
+            if record["id"] <= self.last_id:
+                continue
+            if record["id"] != self.last_id + 1 or "text" not in record:
+                break
+            self.dispatch(record)
+            self.last_id = record["id"]
+        else:
+            return
+        self._wake.set()
+
+    def dispatch(self, record: dict[str, Any]) -> None:
+        text = record["text"]
         targets: set[Subscriber] = set()
-        if event.user_id is not None:
-            targets |= self.users.get(event.user_id, set())
-        if event.audience_id is not None:
-            targets |= self.audiences.get(str(event.audience_id), set())
-        if event.agent_id is not None:
-            targets |= self.agents.get(str(event.agent_id), set())
+        if record["user_id"] is not None:
+            targets |= self.users.get(record["user_id"], set())
+        if record["audience_id"] is not None:
+            targets |= self.audiences.get(record["audience_id"], set())
+        if record["agent_id"] is not None:
+            targets |= self.agents.get(record["agent_id"], set())
         for subscriber in targets:
-            subscriber.offer(event.id, text)
-        if event.user_id is not None and event.type in ("h2a.relation_created", "h2a.relation_revoked"):
-            agent_id = str(event.data["relation"]["agent_id"])
-            live = event.type == "h2a.relation_created"
-            for subscriber in list(self.users.get(event.user_id, ())):
-                subscriber.relation_changed(agent_id, live)
+            subscriber.offer(record["id"], text)
+        if record["user_id"] is not None and record["type"] in ("h2a.relation_created", "h2a.relation_revoked"):
+            live = record["type"] == "h2a.relation_created"
+            for subscriber in list(self.users.get(record["user_id"], ())):
+                subscriber.relation_changed(record["relation_agent_id"], live)
 
     def join_audience(self, subscriber: Subscriber, agent_id: str) -> None:
         self.audiences[agent_id].add(subscriber)
@@ -194,8 +208,8 @@ def get_hub() -> EventHub:
     return hub
 
 
-def wake_local_hub() -> None:
-    """On the running loop: make its hub read the log now (if it has one)."""
+def offer_to_local_hub(records: list[dict[str, Any]]) -> None:
+    """On the running loop: hand committed events to its hub (if it has one)."""
     hub = _hubs.get(asyncio.get_running_loop())
-    if hub is not None:
-        hub._wake.set()
+    if hub is not None and hub._started is not None and hub._started.done():
+        hub.offer_records(records)

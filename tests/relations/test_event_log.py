@@ -64,7 +64,7 @@ def test_events_are_pushed_only_after_commit(bob: Any, agent: Agent,
                                              django_capture_on_commit_callbacks: Any,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     rung: list[int] = []
-    monkeypatch.setattr(events, "ring_doorbell", rung.append)
+    monkeypatch.setattr(events, "ring_doorbell", lambda event: rung.append(event.id))
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
