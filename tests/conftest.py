@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,19 @@ def pytest_configure(config: Any) -> None:
     test_name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
     if test_name:  # the SQLite test database file lives under .run/
         Path(test_name).parent.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_connections_at_teardown(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Sockets' database_sync_to_async threads keep their connections to the test database;
+    end them before pytest-django drops it (PostgreSQL refuses to drop a database in use)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 @pytest.fixture(autouse=True)
