@@ -20,6 +20,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from agents import selectors, services
+from agents.demo import starter_manifest
 from agents.models import Agent
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
@@ -30,22 +31,7 @@ from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm
 from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_views
 from portal.preview import Preview, manifest_preview
 
-STARTER_MANIFEST: dict[str, Any] = {
-    "schema_version": "1.0",
-    "agent_version": "1.0.0",
-    "tools": [{
-        "name": "notify",
-        "description_i18n_key": "agent.cap.notify.description",
-        "description_fallback": "Show a notification",
-        "input_schema": {"type": "object", "properties": {"title": {"type": "string", "maxLength": 80}},
-                         "required": ["title"], "additionalProperties": False},
-        "permission_scope": "notification:send",
-    }],
-    "permission_scopes": [{"id": "notification:send", "label_i18n_key": "agent.scope.notification_send.label",
-                           "sensitivity": "low"}],
-    "capability_flags": {"supports_streaming": False, "supports_artifacts": False, "supports_voice": False,
-                         "supports_group_chat": False},
-}
+STARTER_MANIFEST = starter_manifest()
 
 
 @login_required

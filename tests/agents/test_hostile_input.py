@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from tests.asgi_client import asgi_call
 
 pytestmark = pytest.mark.django_db
 
@@ -71,31 +70,7 @@ def test_a_non_json_content_type_is_415(alice_api: APIClient) -> None:
 
 def _asgi_post(path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes, int]:
     """POST through the real ASGI application; returns status, body and chunks read."""
-    from hashee.asgi import application
-
-    pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
-    read = 0
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal read
-        read += 1
-        if pending:
-            return pending.pop(0)
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
-             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
-    asyncio.run(asyncio.wait_for(application(scope, receive, send), timeout=30))
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return status, body, read
+    return asgi_call("POST", path, chunks, headers)
 
 
 @pytest.mark.django_db(transaction=True)

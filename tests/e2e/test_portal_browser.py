@@ -29,6 +29,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
+from tests.changes import breaking
 
 pytestmark = pytest.mark.browser
 
@@ -177,15 +178,6 @@ def agent_id_of(page: Page) -> str:
     match = re.search(r"/portal/agents/([0-9a-f-]{36})/", page.url)
     assert match, page.url
     return match.group(1)
-
-
-def breaking(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Narrow read_file's path (maxLength 1024 → 64) and raise filesystem:read to high."""
-    changed = copy.deepcopy(manifest)
-    changed["agent_version"] = "1.1.0"
-    changed["tools"][0]["input_schema"]["properties"]["path"]["maxLength"] = 64
-    changed["permission_scopes"][0]["sensitivity"] = "high"
-    return changed
 
 
 def publish(server: LiveServer, name: str, manifest: dict[str, Any]) -> str:

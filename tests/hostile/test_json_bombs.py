@@ -9,7 +9,6 @@ Content-Length: a 4xx or a close within a bounded time, and far less than 100 MB
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -27,6 +26,7 @@ from django.contrib.auth.models import User
 from agents import services as agent_services
 from hashee.auth import api_key_create
 from relations import services as relation_services
+from tests.asgi_client import asgi_call
 from tests.hostile import db_dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,29 +86,10 @@ def targets(transactional_db: Any, manifest: dict[str, Any]) -> dict[str, tuple[
 
 
 def asgi_request(method: str, path: str, body: bytes, secret: str) -> tuple[int, bytes]:
-    from hashee.asgi import application
-
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if pending:
-            return pending.pop(0)
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-             "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode()),
-                         (b"authorization", f"Bearer {secret}".encode())],
-             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
-    asyncio.run(asyncio.wait_for(application(scope, receive, send), timeout=REQUEST_TIMEOUT))
-    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    status, content, _ = asgi_call(method, path, [body], [(b"content-length", str(len(body)).encode()),
+                                                         (b"authorization", f"Bearer {secret}".encode())],
+                                   timeout=REQUEST_TIMEOUT)
+    return status, content
 
 
 def test_every_bomb_on_every_json_route_is_a_malformed_json_400(targets: dict[str, tuple[str, str]]) -> None:

@@ -25,6 +25,7 @@ from relations import services as relation_services
 from relations.models import Relation
 from relations.selectors import relation_states
 from relations.state import RelationState
+from tests.changes import breaking
 
 pytestmark = pytest.mark.django_db
 
@@ -37,15 +38,6 @@ def browser_for(user: User) -> Client:
 
 def state_of(relation: Relation) -> RelationState:
     return relation_states([relation])[relation.pk]
-
-
-def breaking(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Narrow read_file's path and raise filesystem:read to high."""
-    changed = copy.deepcopy(manifest)
-    changed["agent_version"] = "1.1.0"
-    changed["tools"][0]["input_schema"]["properties"]["path"]["maxLength"] = 64
-    changed["permission_scopes"][0]["sensitivity"] = "high"
-    return changed
 
 
 @pytest.fixture

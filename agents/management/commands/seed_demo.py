@@ -7,39 +7,11 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agents import services
+from agents.demo import DEMO_MANIFEST
 from agents.models import Agent
 from hashee.auth import api_key_create
 
 DEMO_PASSWORD = "hashee-demo"  # noqa: S105 (documented demo login)
-
-DEMO_MANIFEST: dict[str, Any] = {
-    "schema_version": "1.0",
-    "agent_version": "1.0.0",
-    "tools": [{
-        "name": "read_file",
-        "description_i18n_key": "agent.cap.read_file.description",
-        "description_fallback": "Read a file you choose from this device",
-        "input_schema": {"type": "object", "properties": {"path": {"type": "string", "maxLength": 1024}},
-                         "required": ["path"], "additionalProperties": False},
-        "permission_scope": "filesystem:read", "required": False, "timeout_ms": 5000,
-    }, {
-        "name": "notify",
-        "description_i18n_key": "agent.cap.notify.description",
-        "description_fallback": "Show a notification",
-        "input_schema": {"type": "object", "properties": {"title": {"type": "string", "maxLength": 80}},
-                         "required": ["title"], "additionalProperties": False},
-        "permission_scope": "notification:send",
-    }],
-    "permission_scopes": [
-        {"id": "filesystem:read", "label_i18n_key": "agent.scope.filesystem_read.label",
-         "description_i18n_key": "agent.scope.filesystem_read.description", "sensitivity": "medium"},
-        {"id": "notification:send", "label_i18n_key": "agent.scope.notification_send.label",
-         "sensitivity": "low"},
-    ],
-    "capability_flags": {"supports_streaming": True, "supports_artifacts": True, "supports_voice": False,
-                         "supports_group_chat": False},
-}
-
 
 class Command(BaseCommand):
     help = "Create the demo owner (alice), user (bob), operator (admin) and DemoBot agent, idempotently."
