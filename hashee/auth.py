@@ -6,16 +6,18 @@ whole secret plus a short lookup prefix, compared in constant time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
+
+from hashee import rows
 
 if TYPE_CHECKING:
     from agents.models import Agent, ApiKey
@@ -60,26 +62,40 @@ def api_key_revoke(*, key: ApiKey) -> None:
 
 
 def api_key_lookup(secret: str) -> ApiKey | None:
-    """The active key whose secret this is, or None."""
-    from agents.models import ApiKey
+    """The active key whose secret this is (its user loaded, its agent on access), or None.
 
+    Every authenticated request runs this: it is one hand-written query (hashee.rows).
+    """
     parts = split_secret(secret)
     if parts is None:
         return None
     marker, prefix = parts
-    kind = ApiKey.Kind.USER if marker == USER_KEY_MARKER else ApiKey.Kind.AGENT
+    key_columns, user_columns, sql = _lookup_query()
+    kind = "user" if marker == USER_KEY_MARKER else "agent"
     wanted = hash_secret(secret)
-    # An agent key's agent comes without its manifest (up to 128 KB of JSON), read only if used.
-    candidates = ApiKey.objects.filter(prefix=prefix, kind=kind, revoked_at__isnull=True).select_related(
-        "user", "agent"
-    ).defer("agent__capability_manifest")
     found = None
-    for key in candidates:
+    for key, user in rows.read(sql, [prefix, kind], key_columns, user_columns):
         if hmac.compare_digest(key.key_hash, wanted):
+            key.user = user
             found = key
     if found is not None:
         _touch(found)
     return found
+
+
+@functools.cache
+def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
+    from django.contrib.auth import get_user_model
+
+    from agents.models import ApiKey
+
+    user_model = get_user_model()
+    key_columns = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))
+    user_columns = rows.Columns(user_model, "u", tuple(f.name for f in user_model._meta.concrete_fields))
+    sql = (f"SELECT {key_columns.sql()}, {user_columns.sql()} FROM {key_columns.table()} "  # noqa: S608 - model metadata
+           f"JOIN {user_columns.table()} ON u.{user_model._meta.pk.column} = k.user_id "
+           f"WHERE k.prefix = %s AND k.kind = %s AND k.revoked_at IS NULL")
+    return key_columns, user_columns, sql
 
 
 def _touch(key: ApiKey) -> None:
@@ -91,26 +107,36 @@ def _touch(key: ApiKey) -> None:
         key.last_used_at = now
 
 
-@dataclass
 class AgentPrincipal:
-    """``request.user`` for an agent key: it is that agent and nothing else."""
+    """``request.user`` for an agent key: it is that agent and nothing else.
 
-    agent: Agent
-    key: ApiKey
-    is_agent: bool = True
-    is_authenticated: bool = True
-    is_anonymous: bool = False
-    is_staff: bool = False
-    is_superuser: bool = False
-    pk: None = None
+    ``agent_id`` is all most requests need; ``agent`` is read on first use.
+    """
+
+    is_agent = True
+    is_authenticated = True
+    is_anonymous = False
+    is_staff = False
+    is_superuser = False
+    pk = None
+
+    def __init__(self, *, key: ApiKey) -> None:
+        self.key = key
+        self.agent_id = key.agent_id
+
+    @functools.cached_property
+    def agent(self) -> Agent:
+        from agents.models import Agent
+
+        return Agent.objects.defer("capability_manifest").get(pk=self.agent_id)
 
     def __str__(self) -> str:
-        return f"agent:{self.agent.pk}"
+        return f"agent:{self.agent_id}"
 
 
 def principal_for_key(key: ApiKey) -> Any:
-    if key.kind == key.Kind.AGENT and key.agent is not None:
-        return AgentPrincipal(agent=key.agent, key=key)
+    if key.kind == key.Kind.AGENT and key.agent_id is not None:
+        return AgentPrincipal(key=key)
     return key.user
 
 

@@ -204,7 +204,7 @@ class AgentEventsConsumer(EventStreamConsumer):
 
     async def _register(self) -> None:
         assert self.hub is not None
-        self.hub.agents[str(self.principal.agent.pk)].add(self)
+        self.hub.agents[str(self.principal.agent_id)].add(self)
 
     def _history(self, since: int) -> Any:
-        return events.events_for_agent(agent=self.principal.agent, since=since)
+        return events.events_for_agent(agent=self.principal.agent_id, since=since)

@@ -31,21 +31,33 @@ DOORBELL_GROUP = "hashee.events"
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
 
 
-def _insert_parts(instance: Model) -> tuple[list[Any], str, str, list[Any]]:
+def _insert_parts(instance: Model) -> tuple[str, str, list[Any]]:
     """The columns, ``%s::type`` placeholders and values of an INSERT of ``instance``
     (a database-generated primary key is left out). A creation time already set is kept,
     so a payload built from the instance matches the stored row."""
-    fields = [f for f in instance._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
+    shape = _insert_shapes.get((type(instance), connection.vendor))
+    if shape is None:
+        shape = _insert_shapes[(type(instance), connection.vendor)] = _insert_shape(type(instance))
+    fields, columns, typed = shape
     values = []
     for f in fields:
         value = getattr(instance, f.attname)
         if not (getattr(f, "auto_now_add", False) and value is not None):
             value = f.pre_save(instance, add=True)
         values.append(f.get_db_prep_save(value, connection))
+    return columns, typed, values
+
+
+_insert_shapes: dict[tuple[type[Model], str], tuple[list[Any], str, str]] = {}
+
+
+def _insert_shape(model: type[Model]) -> tuple[list[Any], str, str]:
+    """What an INSERT of ``model`` looks like on this database (the same for every row)."""
+    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
     typed = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
-    return fields, columns, typed, values
+    return fields, columns, typed
 
 
 def _saved(instance: Model, pk: Any) -> None:
@@ -58,7 +70,7 @@ def _saved(instance: Model, pk: Any) -> None:
 def _insert_locked(event: Event) -> None:
     """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
     the lock is held from here to the commit, so this saves a round trip while holding it."""
-    _, columns, typed, values = _insert_parts(event)
+    columns, typed, values = _insert_parts(event)
     table = connection.ops.quote_name(Event._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -69,12 +81,14 @@ def _insert_locked(event: Event) -> None:
 
 
 def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any = None,
-               audience: Any = None) -> Event:
-    """Write an event in the current transaction; push a doorbell after commit."""
+               audience: Any = None, user_id: Any = None) -> Event:
+    """Write an event in the current transaction; push a doorbell after commit.
+    The recipient user is ``user`` or ``user_id``."""
     if not transaction.get_connection().in_atomic_block:
         with transaction.atomic():
-            return event_emit(type=type, data=data, user=user, agent=agent, audience=audience)
-    event = Event(type=type, data=data, user=user, agent=agent, audience=audience)
+            return event_emit(type=type, data=data, user=user, agent=agent, audience=audience, user_id=user_id)
+    event = Event(type=type, data=data, user_id=user.pk if user is not None else user_id, agent=agent,
+                  audience=audience)
     if connection.vendor == "postgresql":
         _insert_locked(event)
     else:  # SQLite serialises writers anyway
@@ -87,10 +101,10 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
     return event
 
 
-def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user: Any = None,
+def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user_id: Any = None,
                          agent: Any = None) -> Event:
-    """Insert ``instance`` and the event about it, atomically; ``data`` builds the event's
-    data from the instance once its fields are final.
+    """Insert ``instance`` and the event about it (addressed to ``user_id`` or ``agent``),
+    atomically; ``data`` builds the event's data from the instance once its fields are final.
 
     On PostgreSQL outside a transaction, and when the event has no webhook to queue, both
     rows go in ONE autocommitted statement that also takes the log's lock: no BEGIN/COMMIT
@@ -102,10 +116,10 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
     if not fast:
         with transaction.atomic(savepoint=False):
             instance.save(force_insert=True)
-            return event_emit(type=type, data=data(), user=user, agent=agent)
-    _, row_columns, row_typed, row_values = _insert_parts(instance)
-    event = Event(type=type, data=data(), user=user, agent=agent)
-    _, event_columns, event_typed, event_values = _insert_parts(event)
+            return event_emit(type=type, data=data(), user_id=user_id, agent=agent)
+    row_columns, row_typed, row_values = _insert_parts(instance)
+    event = Event(type=type, data=data(), user_id=user_id, agent=agent)
+    event_columns, event_typed, event_values = _insert_parts(event)
     quote = connection.ops.quote_name
     row_pk = quote(instance._meta.pk.column)
     with connection.cursor() as cursor:

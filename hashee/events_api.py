@@ -52,7 +52,7 @@ class EventListView(APIView):
 
     def _events(self, principal: Any, since: int) -> Any:
         if isinstance(principal, AgentPrincipal):
-            return events.events_for_agent(agent=principal.agent, since=since)
+            return events.events_for_agent(agent=principal.agent_id, since=since)
         from relations.selectors import audience_windows
 
         return events.events_for_user(user=principal, since=since, windows=audience_windows(user=principal))

@@ -4,8 +4,9 @@ this process holds.
 One doorbell (a channel-layer group with one channel per process) wakes every hub
 after a commit; each hub then reads the new rows once and dispatches them in id order
 to its local sockets — one query per process per change, not one send per user.
-A lost doorbell (channels-redis drops at capacity) only delays delivery until the next
-poll, because the log, not the push, is the truth.
+The layer is Redis pub/sub (settings): at most once, so a doorbell published while a
+worker reconnects is lost; that only delays delivery until the next poll, because the
+log, not the push, is the truth.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from hashee.models import Event
 
 logger = logging.getLogger(__name__)
 BATCH = 500
-# Group memberships expire (channels-redis: after a day); each hub renews its own well before.
+# Each hub renews its membership of the doorbell group now and then (with a queue-based
+# layer, memberships expire).
 RESUBSCRIBE_SECONDS = 3600.0
 
 
@@ -75,10 +77,10 @@ class EventHub:
     async def _subscribe(self) -> None:
         """Join (or renew) this process's channel in the doorbell group.
 
-        The channel has the layer's default prefix on purpose: channels-redis reads all
-        process-local channels of one prefix through a single receive loop, held by one
-        waiter at a time; a channel with its own prefix ("hub.") was read only while its
-        own waiter held that loop, so doorbells waited behind the sockets' 5 s reads.
+        The channel has the layer's default prefix on purpose: channels-redis's queue
+        layer reads all process-local channels of one prefix through a single receive
+        loop, held by one waiter at a time; a channel with its own prefix ("hub.") was
+        read only while its own waiter held that loop.
         """
         layer = get_channel_layer()
         if layer is None:

@@ -96,6 +96,11 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A database that is away fails a request within seconds (503), never hangs it.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+    # Parameters bound by the server, so psycopg prepares a statement run 5 times on a
+    # connection: planning the API-key and relation lookups cost PostgreSQL more than
+    # running them (measured ~0.2 ms vs ~0.02 ms each, for every relayed message).
+    DATABASES["default"]["OPTIONS"].setdefault("server_side_binding", True)
+    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", 5)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Writers queue behind SQLite's lock instead of failing at once: IMMEDIATE takes the
     # write lock when a transaction begins, so two writers never deadlock on an upgrade.
@@ -110,8 +115,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+            # Only the event doorbell uses the layer (sockets are fed by their process's
+            # hub), and a doorbell is a hint the log backs: Redis pub/sub, one PUBLISH per
+            # batch of commits, instead of channels-redis's queues (six commands and a Lua
+            # script per doorbell, and the queues of dead workers kept for a day).
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from django.db.models import Count, QuerySet
 
 from agents.models import Agent, ManifestVersion
+from hashee import rows
 from hashee.errors import HasheeError
 from relations.models import Relation
 from relations.state import RelationState, VersionEffects, derive_state, effects_of
@@ -106,3 +108,28 @@ def audience_summaries(*, agents: Iterable[Agent]) -> dict[Any, AudienceSummary]
 def scope_counts(*, agent: Agent) -> dict[str, dict[str, int]]:
     """Per declared scope: live relations that have it granted (effective) and pending."""
     return audience_summaries(agents=[agent])[agent.pk].scopes
+
+
+# The agent fields a message needs: its state, and where its webhooks go.
+MESSAGING_AGENT_FIELDS = ("id", "owner", "name", "status", "webhook_url")
+
+
+@functools.cache
+def _relation_with_agent_query() -> tuple[rows.Columns, rows.Columns, str]:
+    relation = rows.Columns(Relation, "r", tuple(f.name for f in Relation._meta.concrete_fields))
+    agent = rows.Columns(Agent, "a", MESSAGING_AGENT_FIELDS)
+    sql = (f"SELECT {relation.sql()}, {agent.sql()} FROM {relation.table()} "  # noqa: S608 - model metadata
+           f"JOIN {agent.table()} ON a.id = r.agent_id WHERE r.id = %s")
+    return relation, agent, sql
+
+
+def relation_with_agent(*, relation_id: Any) -> Relation | None:
+    """The relation with the parts of its agent that messaging reads (not its manifest),
+    in one hand-written query: the relay runs this for every message (hashee.rows)."""
+    relation_columns, agent_columns, sql = _relation_with_agent_query()
+    found = rows.read(sql, [rows.db_value(Relation, "id", relation_id)], relation_columns, agent_columns)
+    if not found:
+        return None
+    relation, agent = found[0]
+    relation.agent = agent
+    return relation

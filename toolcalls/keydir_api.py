@@ -227,7 +227,7 @@ def _agent(agent_id: Any) -> Agent:
 
 
 def _is_the_agent(principal: Any, agent: Agent) -> bool:
-    return isinstance(principal, AgentPrincipal) and principal.agent.pk == agent.pk
+    return isinstance(principal, AgentPrincipal) and principal.agent_id == agent.pk
 
 
 def _is_the_owner(principal: Any, agent: Agent) -> bool:

@@ -68,7 +68,7 @@ def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload
         return {"relation_id": str(relation.pk), "message": message_payload(message)}
 
     if sender.kind == "agent":
-        row_and_event_create(message, type="message.new", data=data, user=relation.user)
+        row_and_event_create(message, type="message.new", data=data, user_id=relation.user_id)
     else:
         row_and_event_create(message, type="message.new", data=data, agent=relation.agent)
     return message
