@@ -9,6 +9,7 @@ accept clients that send no Origin (non-browser clients); session sockets need o
 
 from __future__ import annotations
 
+import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hashee.settings")
@@ -21,6 +22,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.urls import get_resolver  # noqa: E402
 
 from hashee.asgi_limits import BodySizeLimit  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
@@ -32,3 +34,9 @@ application = ProtocolTypeRouter({
     "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })
+
+# Import every view now, then exempt all that is loaded (it lives as long as the process)
+# from garbage collection: otherwise each full collection walks those ~100,000 objects
+# again (measured ~0.1 ms of every relayed message).
+get_resolver().url_patterns  # noqa: B018
+gc.freeze()

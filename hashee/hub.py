@@ -30,6 +30,12 @@ BATCH = 500
 # Each hub renews its membership of the doorbell group now and then (with a queue-based
 # layer, memberships expire).
 RESUBSCRIBE_SECONDS = 3600.0
+# Workers ring their own doorbells, so under load one worker's events often arrive just
+# before another's earlier ones. Records past a gap wait this long for the missing ones
+# before the hub reads the log instead (a rolled-back id never comes).
+GAP_GRACE_SECONDS = 0.05
+# Records held past a gap, at most (beyond that they are dropped: the log has them).
+HELD_MAX = 5000
 
 
 class Subscriber(Protocol):
@@ -53,6 +59,8 @@ class EventHub:
         self.agents: dict[str, set[Subscriber]] = defaultdict(set)
         self.audiences: dict[str, set[Subscriber]] = defaultdict(set)
         self._wake = asyncio.Event()
+        self._held: dict[int, dict[str, Any]] = {}  # carried records past a gap, by id
+        self._gap_timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.Future[None] | None = None
         self._channel: str | None = None
@@ -146,22 +154,48 @@ class EventHub:
                     self.dispatch(record)
                     self.last_id = record["id"]
             if len(records) < BATCH:
-                return
+                break
+        self._dispatch_held()
 
     def offer_records(self, records: list[dict[str, Any]]) -> None:
         """Events a doorbell carried (committed, in any order): dispatch them straight away
-        while they continue the log without a gap; at the first gap (an event whose doorbell
-        is still on its way, one too big to carry, or a rolled-back id), read the log."""
-        for record in sorted(records, key=lambda r: r["id"]):
-            if record["id"] <= self.last_id:
-                continue
-            if record["id"] != self.last_id + 1 or "text" not in record:
+        while they continue the log without a gap. Past a gap (an event whose doorbell is
+        still on its way, or a rolled-back id) they wait up to GAP_GRACE_SECONDS for the
+        missing ones, then the hub reads the log; an event too big to carry is read at once."""
+        for record in records:
+            if record["id"] > self.last_id:
+                self._held[record["id"]] = record
+        self._dispatch_held()
+
+    def _dispatch_held(self) -> None:
+        held = self._held
+        while held:
+            record = held.get(self.last_id + 1)
+            if record is None or "text" not in record:
                 break
+            del held[record["id"]]
             self.dispatch(record)
             self.last_id = record["id"]
-        else:
-            return
+        for stale in [i for i in held if i <= self.last_id]:  # read from the log meanwhile
+            del held[stale]
+        if not held:
+            self._cancel_gap_timer()
+        elif self.last_id + 1 in held:
+            self._read_log()  # the next one is too big to carry: it comes from the log
+        elif len(held) > HELD_MAX:  # the log has them all
+            held.clear()
+            self._read_log()
+        elif self._gap_timer is None:
+            self._gap_timer = asyncio.get_running_loop().call_later(GAP_GRACE_SECONDS, self._read_log)
+
+    def _read_log(self) -> None:
+        self._cancel_gap_timer()
         self._wake.set()
+
+    def _cancel_gap_timer(self) -> None:
+        if self._gap_timer is not None:
+            self._gap_timer.cancel()
+            self._gap_timer = None
 
     def dispatch(self, record: dict[str, Any]) -> None:
         text = record["text"]

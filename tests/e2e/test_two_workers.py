@@ -31,7 +31,7 @@ SCENARIO_TIMEOUT = 60  # seconds, per test
 DELIVERY_TIMEOUT = 8  # well under the workers' 60 s poll: only the doorbell can be this fast
 QUIET = 1.5  # how long "nothing else arrives" is watched
 IDLE_SOCKETS = 4
-IDLE = 12  # two rounds of channels-redis's 5 s blocking read and redis-py 8's default 5 s socket timeout
+IDLE = 12  # longer than redis-py 8's default 5 s socket timeout, twice
 REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
 
 
@@ -225,8 +225,9 @@ def test_a_client_that_reconnects_to_the_other_worker_gets_what_it_missed_exactl
 
 def test_an_idle_socket_survives_the_layers_blocking_reads_and_still_hears_the_other_worker(
         deployment: Deployment, world: dict[str, Any], bob: User) -> None:
-    """Sockets sit idle for long stretches; the channel layer's blocking read must not kill
-    them (with redis-py 8, a socket_timeout at or below channels-redis's 5 s BZPOPMIN did)."""
+    """Sockets sit idle for long stretches; the idle channel layer must not kill them or lose
+    its subscription (with redis-py 8 and channels-redis's queue layer, a socket_timeout at
+    or below its 5 s BZPOPMIN once did)."""
     relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=["filesystem:read"])
     http_a, (_, ws_b) = deployment.urls[0], deployment.ws_urls
 
