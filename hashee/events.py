@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -31,33 +32,38 @@ DOORBELL_GROUP = "hashee.events"
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
 
 
-def _insert_parts(instance: Model) -> tuple[str, str, list[Any]]:
+def _insert_parts(instance: Model, *, computed: dict[str, str] | None = None) -> tuple[str, str, list[Any]]:
     """The columns, ``%s::type`` placeholders and values of an INSERT of ``instance``
-    (a database-generated primary key is left out). A creation time already set is kept,
-    so a payload built from the instance matches the stored row."""
+    (a database-generated primary key is left out; ``computed`` maps attnames to SQL
+    expressions used instead of the instance's values). A creation time already set is
+    kept, so a payload built from the instance matches the stored row."""
     shape = _insert_shapes.get((type(instance), connection.vendor))
     if shape is None:
         shape = _insert_shapes[(type(instance), connection.vendor)] = _insert_shape(type(instance))
-    fields, columns, typed = shape
+    fields, columns, placeholders = shape
     values = []
-    for f in fields:
+    typed = []
+    for f, placeholder in zip(fields, placeholders, strict=True):
+        if computed and f.attname in computed:
+            typed.append(computed[f.attname])
+            continue
         value = getattr(instance, f.attname)
         if not (getattr(f, "auto_now_add", False) and value is not None):
             value = f.pre_save(instance, add=True)
         values.append(f.get_db_prep_save(value, connection))
-    return columns, typed, values
+        typed.append(placeholder)
+    return columns, ", ".join(typed), values
 
 
-_insert_shapes: dict[tuple[type[Model], str], tuple[list[Any], str, str]] = {}
+_insert_shapes: dict[tuple[type[Model], str], tuple[list[Any], str, list[str]]] = {}
 
 
-def _insert_shape(model: type[Model]) -> tuple[list[Any], str, str]:
+def _insert_shape(model: type[Model]) -> tuple[list[Any], str, list[str]]:
     """What an INSERT of ``model`` looks like on this database (the same for every row)."""
     fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(f.column) for f in fields)
-    typed = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
-    return fields, columns, typed
+    return fields, columns, [f"%s::{f.db_type(connection)}" for f in fields]
 
 
 def _saved(instance: Model, pk: Any) -> None:
@@ -101,8 +107,18 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
     return event
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A condition checked by the very statement that inserts (row_and_event_create's one
+    statement): ``sql`` SELECTs at most one row whose ``user_id`` column is the user the
+    event is addressed to; no row, and nothing is inserted."""
+
+    sql: str
+    params: list[Any]
+
+
 def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user_id: Any = None,
-                         agent: Any = None) -> Event:
+                         agent: Any = None, guard: Guard | None = None) -> Event | None:
     """Insert ``instance`` and the event about it (addressed to ``user_id`` or ``agent``),
     atomically; ``data`` builds the event's data from the instance once its fields are final.
 
@@ -110,28 +126,43 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
     rows go in ONE autocommitted statement that also takes the log's lock: no BEGIN/COMMIT
     round trips, and the lock is held only while the server executes and commits it (the
     relay's hot path). Otherwise: the usual transaction.
+
+    With a ``guard`` (fast path only), the same statement checks it and takes the event's
+    user from it, and None means it found no row: nothing was stored.
     """
     fast = (connection.vendor == "postgresql" and not transaction.get_connection().in_atomic_block
             and not (agent is not None and type in WEBHOOK_TYPES))
     if not fast:
+        if guard is not None:
+            raise ValueError("a guard needs the one-statement path (PostgreSQL, outside a transaction)")
         with transaction.atomic(savepoint=False):
             instance.save(force_insert=True)
             return event_emit(type=type, data=data(), user_id=user_id, agent=agent)
     row_columns, row_typed, row_values = _insert_parts(instance)
     event = Event(type=type, data=data(), user_id=user_id, agent=agent)
-    event_columns, event_typed, event_values = _insert_parts(event)
     quote = connection.ops.quote_name
+    if guard is None:
+        head, lock_from, guard_params, event_from, guard_user = "", "", [], "", "NULL"
+        event_columns, event_typed, event_values = _insert_parts(event)
+    else:
+        head, lock_from, guard_params = f"guard AS MATERIALIZED ({guard.sql}), ", " FROM guard", guard.params
+        event_from, guard_user = ", guard", "(SELECT user_id FROM guard)"
+        event_columns, event_typed, event_values = _insert_parts(event, computed={"user_id": "guard.user_id"})
     row_pk = quote(instance._meta.pk.column)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)), "  # noqa: S608 - model metadata
+            f"WITH {head}log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s){lock_from}), "  # noqa: S608
             f"new_row AS (INSERT INTO {quote(instance._meta.db_table)} ({row_columns}) "
             f"SELECT {row_typed} FROM log_lock RETURNING {row_pk}), "
             f"new_event AS (INSERT INTO {quote(Event._meta.db_table)} ({event_columns}) "
-            f"SELECT {event_typed} FROM log_lock, new_row RETURNING id) "
-            f"SELECT (SELECT {row_pk} FROM new_row), (SELECT id FROM new_event)",
-            [EVENT_LOG_LOCK, *row_values, *event_values])
-        row_pk_value, event_id = cursor.fetchone()
+            f"SELECT {event_typed} FROM log_lock{event_from}, new_row RETURNING id) "
+            f"SELECT (SELECT {row_pk} FROM new_row), (SELECT id FROM new_event), {guard_user}",
+            [*guard_params, EVENT_LOG_LOCK, *row_values, *event_values])
+        row_pk_value, event_id, guarded_user_id = cursor.fetchone()
+    if event_id is None:
+        return None  # the guard found no row
+    if guard is not None:
+        event.user_id = guarded_user_id
     _saved(instance, row_pk_value)
     _saved(event, event_id)
     ring_doorbell(event)  # committed: the statement was its own transaction

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +13,9 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import Agent
+from hashee import rows
 from hashee.errors import HasheeError
-from hashee.events import row_and_event_create
+from hashee.events import Guard, row_and_event_create
 from relations.models import Relation
 from toolcalls.models import Message
 
@@ -72,3 +74,31 @@ def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload
     else:
         row_and_event_create(message, type="message.new", data=data, agent=relation.agent)
     return message
+
+
+def message_send_from_agent(*, agent_id: Any, relation_id: Any, msg_subtype: str, content_type: str, payload: Any,
+                            size: int, client_msg_id: str = "") -> Message | None:
+    """The relay's hot path: agent ``agent_id``'s message to the user of relation
+    ``relation_id``, stored with its event by one statement that also checks what
+    ``message_check`` checks of the relation (it is this agent's, not revoked, the agent
+    not paused), on PostgreSQL outside a transaction. None, with nothing stored, when that
+    check fails: ``message_check`` then says why. The role and size rules are the caller's."""
+    message = Message(relation_id=relation_id, sender="agent", msg_subtype=msg_subtype, content_type=content_type,
+                      payload=payload, payload_bytes=size, client_msg_id=client_msg_id, created_at=timezone.now())
+
+    def data() -> dict[str, Any]:
+        return {"relation_id": str(relation_id), "message": message_payload(message)}
+
+    guard = Guard(_live_relation_sql(), [rows.db_value(Relation, "id", relation_id),
+                                         rows.db_value(Agent, "id", agent_id), str(Agent.Status.PAUSED)])
+    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
+    return message if event is not None else None
+
+
+@functools.cache
+def _live_relation_sql() -> str:
+    """The user of a relation that message_check lets the agent write to (SQL for a Guard)."""
+    relation, agent = rows.Columns(Relation, "r", ("user",)), rows.Columns(Agent, "a", ("id",))
+    return (f"SELECT {relation.sql()} AS user_id FROM {relation.table()} "  # noqa: S608 - model metadata
+            f"JOIN {agent.table()} ON a.id = r.agent_id "
+            f"WHERE r.id = %s AND r.agent_id = %s AND r.revoked_at IS NULL AND a.status <> %s")
