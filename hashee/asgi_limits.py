@@ -56,8 +56,9 @@ class BodySizeLimit:
             nonlocal received, body_done
             if body_done:
                 return await receive()
-            try:
-                message = await asyncio.wait_for(receive(), timeout=max(0.0, deadline - time.monotonic()))
+            try:  # asyncio.timeout, not wait_for: no task per read
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    message = await receive()
             except TimeoutError:
                 raise BodyTimeoutError() from None
             if message["type"] == "http.request":
