@@ -1,12 +1,15 @@
 """The blind pipe's relay: POST a message on one worker → the recipient's socket on the
 other (half the users hold their socket on each worker, and each message is posted to the
-worker that does not hold it, so both workers take POSTs), with 2 uvicorn workers, PostgreSQL and Redis (deploy/local.py), compared with a
-trivial DRF endpoint (/api/ping) served by the same deployment in the same run.
+worker that does not hold it, so both workers take POSTs), with 2 uvicorn workers,
+PostgreSQL and Redis (deploy/local.py), compared with a trivial DRF endpoint (/api/ping)
+served by the same deployment in the same run.
 
 Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/relay.py
-Prints requests/s of the baseline, relayed messages/s, their ratio, and POST→socket
-latency percentiles at a steady 100 messages/s. Traffic goes to 127.0.0.1 only,
-bounded in count and time.
+Prints each round's requests/s of the baseline and relayed messages/s, their medians and
+ratio, and POST→socket latency percentiles at a steady 100 messages/s. On 2 shared cores
+the client-bound baseline swings from round to round (the client's core placement), hence
+the warm-up, the alternation and the medians. Traffic goes to 127.0.0.1 only, bounded in
+count and time.
 """
 
 from __future__ import annotations
@@ -186,8 +189,8 @@ async def steady(client: httpx.AsyncClient, world: dict[str, Any], urls: list[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="length of each measured phase")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both phases")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of each measured phase")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of both phases")
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"):

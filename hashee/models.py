@@ -17,11 +17,15 @@ class Event(models.Model):
     id = models.BigAutoField(primary_key=True)
     type = models.CharField(max_length=64)
     data = models.JSONField(default=dict)
+    # Each recipient column is indexed by (column, id) below, which also serves the foreign
+    # key: a second, single-column index would only cost every insert (the relay's hot path).
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="+")
-    agent = models.ForeignKey("agents.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+                             related_name="+", db_index=False)
+    agent = models.ForeignKey("agents.Agent", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              db_index=False)
     audience = models.ForeignKey("agents.Agent", null=True, blank=True, on_delete=models.CASCADE,
-                                 related_name="+", help_text="All users with a live relation to this agent.")
+                                 related_name="+", help_text="All users with a live relation to this agent.",
+                                 db_index=False)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -23,7 +23,9 @@ class Message(models.Model):
 
     seq = models.BigAutoField(primary_key=True)
     id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    relation = models.ForeignKey("relations.Relation", on_delete=models.CASCADE, related_name="messages")
+    # Indexed by (relation, seq) below, which also serves the foreign key.
+    relation = models.ForeignKey("relations.Relation", on_delete=models.CASCADE, related_name="messages",
+                                 db_index=False)
     sender = models.CharField(max_length=8, choices=Sender.choices)
     msg_subtype = models.CharField(max_length=32, choices=Subtype.choices)
     content_type = models.CharField(max_length=100)
