@@ -24,9 +24,12 @@ from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from hashee import logredact  # noqa: E402
 from hashee.asgi_limits import BodySizeLimit  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
 from hashee.routing import websocket_urlpatterns  # noqa: E402
+
+logredact.install()  # socket tokens travel in query strings, which the server logs
 
 django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)
 

@@ -251,3 +251,19 @@ def test_an_idle_socket_survives_the_layers_blocking_reads_and_still_hears_the_o
                 await each.close()
 
     run(scenario)
+
+
+def test_the_workers_logs_never_show_a_sockets_token(deployment: Deployment, world: dict[str, Any]) -> None:
+    """Sockets authenticate with ?token=…, and the server logs each socket's path."""
+    async def scenario() -> None:
+        for ws_url in deployment.ws_urls:
+            socket = await open_socket(f"{ws_url}/ws/events?token={world['bob_key']}")
+            try:
+                assert await ready(socket) == []
+            finally:
+                await socket.close()
+
+    run(scenario)
+    logs = "".join(path.read_text() for path in sorted(deployment.log_dir.glob("worker-*.log")))
+    assert world["bob_key"] not in logs
+    assert "/ws/events?token=[redacted]" in logs  # the line is still there, without the secret
