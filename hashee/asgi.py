@@ -43,3 +43,9 @@ application = ProtocolTypeRouter({
 # again (measured ~0.1 ms of every relayed message).
 get_resolver().url_patterns  # noqa: B018
 gc.freeze()
+# A worker holding 5,000 sockets has ~1M objects, and a full collection then stops it for
+# 0.4-0.9 s; with the default thresholds it ran one every few seconds while sockets came
+# in (measured: 14 in a 10,000-socket run, one of them inside the re-consent broadcast).
+# Young collections stay as frequent as the default (a request's cyclic garbage goes
+# there); the full one is considered 10x less often: 1 in the same run.
+gc.set_threshold(700, 10, 100)
