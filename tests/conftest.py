@@ -11,8 +11,12 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from agents import services as agent_services
 from agents.management.commands.seed_demo import DEMO_MANIFEST
+from agents.models import Agent
 from hashee.auth import api_key_create
+from relations import services as relation_services
+from relations.models import Relation
 
 
 def pytest_configure(config: Any) -> None:
@@ -63,6 +67,18 @@ def bob(db: Any) -> User:
 @pytest.fixture
 def mallory(db: Any) -> User:
     return _user("mallory")
+
+
+@pytest.fixture
+def agent(alice: User, manifest: dict[str, Any]) -> Agent:
+    """alice's DemoBot (the demo manifest)."""
+    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
+
+
+@pytest.fixture
+def relation(bob: User, agent: Agent) -> Relation:
+    """bob's live relation with DemoBot, filesystem:read granted."""
+    return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
 
 
 def client_for(user: User | None = None, secret: str | None = None) -> APIClient:

@@ -11,25 +11,14 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents import services as agent_services
 from agents.models import Agent, ApiKey
 from hashee.auth import AgentPrincipal, api_key_create, api_key_lookup, api_key_revoke, principal_for_key
 from hashee.rows import Columns
-from relations import services as relation_services
 from relations.models import Relation
 from relations.selectors import relation_with_agent
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def agent(alice: User, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
-@pytest.fixture
-def relation(bob: User, agent: Agent) -> Relation:
-    return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
 
 
 def test_a_relation_reads_as_the_orm_reads_it(relation: Relation, agent: Agent) -> None:

@@ -10,7 +10,6 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents.models import Agent
 from hashee.auth import api_key_create
-from relations import services as relation_services
 from relations.models import Relation
 from toolcalls.keydir_api import MAX_DEVICE_KEYS
 from toolcalls.keydir_models import AgentKey, DeviceKey
@@ -19,15 +18,6 @@ from toolcalls.sdk.wire import b64encode
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture
-def agent(alice: Any, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
-@pytest.fixture
-def relation(bob: Any, agent: Agent) -> Relation:
-    return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
 
 
 def agent_client(agent: Agent) -> APIClient:

@@ -31,15 +31,6 @@ def fresh_rate_limits(settings: Any) -> None:
     settings.RATELIMIT_CACHE_PREFIX = f"rl:{uuid.uuid4().hex}:"
 
 
-@pytest.fixture
-def agent(alice: User, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
-@pytest.fixture
-def relation(bob: User, agent: Agent) -> Relation:
-    return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
-
 
 @pytest.fixture
 def agent_api(alice: User, agent: Agent) -> APIClient:
