@@ -1,5 +1,9 @@
 """The tool-call rate limit: 60 ``artifact_tool_call`` per fixed minute per agent, counted
-atomically in the shared cache (Redis with REDIS_URL) through django-ratelimit."""
+atomically in the shared cache (Redis with REDIS_URL) through django-ratelimit.
+
+It counts the tool calls an agent attempts: on the relay's hot path the count is taken
+before the statement that stores the call checks its relation, so a call refused for a
+revoked relation or a paused agent has been counted too (toolcalls.api)."""
 
 from __future__ import annotations
 
