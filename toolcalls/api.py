@@ -89,13 +89,10 @@ def _plain(value: Any, max_length: int) -> bool:
             and value == value.strip())
 
 
-def _output(message: Message, sender: services.Sender) -> dict[str, Any]:
+def _output(message: Message, relation_id: Any) -> dict[str, Any]:
     """``MessageOutput`` of a message just sent (the same fields, formatted as DRF does)."""
-    return _output_fields({**services.message_payload(message), "relation_id": str(sender.relation.pk)})
-
-
-def _output_fields(sent: dict[str, Any]) -> dict[str, Any]:
-    return {"message_id": sent["message_id"], "relation_id": sent["relation_id"], "sender": sent["sender"],
+    sent = services.message_payload(message)
+    return {"message_id": sent["message_id"], "relation_id": str(relation_id), "sender": sent["sender"],
             "msg_subtype": sent["msg_subtype"], "content_type": sent["content_type"], "created_at": sent["created_at"]}
 
 
@@ -181,8 +178,7 @@ class MessageListCreateView(APIView):
                                                    **data)
         if message is None:
             return None
-        body = {**services.message_payload(message), "relation_id": str(relation_id)}
-        return Response(_output_fields(body), status=status.HTTP_201_CREATED, headers=headers)
+        return Response(_output(message, relation_id), status=status.HTTP_201_CREATED, headers=headers)
 
     def _send(self, request: Request, sender: services.Sender, data: dict[str, Any],
               claim: idempotency.IdempotencyKey | None) -> Response:
@@ -195,10 +191,10 @@ class MessageListCreateView(APIView):
                 raise HasheeError("RATE_LIMITED", f"At most {usage.limit} tool calls per minute per agent.",
                                   headers={**headers, "Retry-After": str(usage.retry_after())})
         if claim is None:  # one statement on PostgreSQL (services.message_send)
-            body = _output(services.message_send(sender=sender, size=size, **data), sender)
+            body = _output(services.message_send(sender=sender, size=size, **data), sender.relation.pk)
         else:
             with transaction.atomic():  # the message and the stored response, together
-                body = _output(services.message_send(sender=sender, size=size, **data), sender)
+                body = _output(services.message_send(sender=sender, size=size, **data), sender.relation.pk)
                 idempotency.idempotency_complete(claim=claim, status=201, body=body, headers=headers)
         return Response(body, status=status.HTTP_201_CREATED, headers=headers)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,12 +64,8 @@ def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload
                  client_msg_id: str = "") -> Message:
     """Store the message and its ``message.new`` event atomically (row_and_event_create)."""
     relation = sender.relation
-    message = Message(relation=relation, sender=sender.kind, msg_subtype=msg_subtype, content_type=content_type,
-                      payload=payload, payload_bytes=size, client_msg_id=client_msg_id, created_at=timezone.now())
-
-    def data() -> dict[str, Any]:
-        return {"relation_id": str(relation.pk), "message": message_payload(message)}
-
+    message, data = _new_message(relation.pk, sender.kind, msg_subtype=msg_subtype, content_type=content_type,
+                                 payload=payload, size=size, client_msg_id=client_msg_id)
     if sender.kind == "agent":
         row_and_event_create(message, type="message.new", data=data, user_id=relation.user_id)
     else:
@@ -83,16 +80,24 @@ def message_send_from_agent(*, agent_id: Any, relation_id: Any, msg_subtype: str
     ``message_check`` checks of the relation (it is this agent's, not revoked, the agent
     not paused), on PostgreSQL outside a transaction. None, with nothing stored, when that
     check fails: ``message_check`` then says why. The role and size rules are the caller's."""
-    message = Message(relation_id=relation_id, sender="agent", msg_subtype=msg_subtype, content_type=content_type,
+    message, data = _new_message(relation_id, "agent", msg_subtype=msg_subtype, content_type=content_type,
+                                 payload=payload, size=size, client_msg_id=client_msg_id)
+    guard = Guard(_live_relation_sql(), [rows.db_value(Relation, "id", relation_id),
+                                         rows.db_value(Agent, "id", agent_id), str(Agent.Status.PAUSED)])
+    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
+    return message if event is not None else None
+
+
+def _new_message(relation_id: Any, sender: str, *, msg_subtype: str, content_type: str, payload: Any, size: int,
+                 client_msg_id: str) -> tuple[Message, Callable[[], dict[str, Any]]]:
+    """An unsaved message and the builder of its ``message.new`` event data."""
+    message = Message(relation_id=relation_id, sender=sender, msg_subtype=msg_subtype, content_type=content_type,
                       payload=payload, payload_bytes=size, client_msg_id=client_msg_id, created_at=timezone.now())
 
     def data() -> dict[str, Any]:
         return {"relation_id": str(relation_id), "message": message_payload(message)}
 
-    guard = Guard(_live_relation_sql(), [rows.db_value(Relation, "id", relation_id),
-                                         rows.db_value(Agent, "id", agent_id), str(Agent.Status.PAUSED)])
-    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
-    return message if event is not None else None
+    return message, data
 
 
 @functools.cache
