@@ -49,10 +49,25 @@ class StrictJSONParser(BaseParser):
 
 
 def json_body(request: Request) -> Any:
-    """The parsed body; an empty body is MALFORMED_JSON (DRF would give ``{}``)."""
+    """The parsed body; an empty body is MALFORMED_JSON (DRF would give ``{}``).
+
+    A body that failed to parse fails the same way when read again: DRF keeps an empty
+    form in its place after the first error, which a second reader would take for a body
+    (the relay's fast path reads first, and its fallback reads again).
+    """
     if request.stream is None:
         raise HasheeError("MALFORMED_JSON", "The request body is empty; a JSON document is required.")
-    return request.data
+    failed = getattr(request, BODY_ERROR, None)
+    if failed is not None:
+        raise failed
+    try:
+        return request.data
+    except (HasheeError, exceptions.APIException) as exc:
+        setattr(request, BODY_ERROR, exc)
+        raise
+
+
+BODY_ERROR = "_hashee_body_error"
 
 
 def validated(serializer_class: type, data: Any, *, partial: bool = False) -> dict[str, Any]:

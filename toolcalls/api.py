@@ -7,6 +7,7 @@ from typing import Any
 from django.db import connection, transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -160,7 +161,7 @@ class MessageListCreateView(APIView):
             return None
         try:
             body = json_body(request)
-        except HasheeError:
+        except (HasheeError, APIException):  # the full path raises it again, in its turn
             return None
         data = plain_message_input(body) if isinstance(body, dict) else None
         if data is None or data["msg_subtype"] in services.USER_ONLY:

@@ -106,6 +106,21 @@ def test_what_the_full_path_checks_first_still_comes_first(agent_api: APIClient,
     assert not Message.objects.exists()
 
 
+def test_a_body_that_is_not_json_is_refused_in_the_full_paths_order(agent_api: APIClient, relation: Relation,
+                                                                      settings: Any) -> None:
+    def send(relation_id: Any, body: bytes) -> tuple[int, str]:
+        response = agent_api.post(f"/h2a/relations/{relation_id}/messages", data=body,
+                                  content_type="application/json")
+        return response.status_code, response.json()["error"]["code"]
+
+    assert send(relation.pk, b'{"msg_subtype": NaN}') == (400, "MALFORMED_JSON")
+    assert send(relation.pk, b'{"msg_subtype": "text", "msg_subtype": "text"}') == (400, "MALFORMED_JSON")
+    assert send(uuid.uuid4(), b"{") == (404, "NOT_FOUND")  # the relation is checked first
+    settings.MAX_REQUEST_BODY_BYTES = 64
+    assert send(relation.pk, b'{"payload": "' + b"x" * 100 + b'"}') == (413, "REQUEST_TOO_LARGE")
+    assert not Message.objects.exists()
+
+
 def test_the_61st_tool_call_is_429_and_stores_nothing(agent_api: APIClient, relation: Relation,
                                                       settings: Any) -> None:
     settings.HASHEE_TOOL_CALLS_PER_MINUTE = 3
