@@ -1,7 +1,9 @@
 """Webhooks to agent observers, like Standard Webhooks (SPEC §5.4).
 
 The URL policy: no delivery to private, loopback or link-local addresses unless
-``HASHEE_WEBHOOK_ALLOW_PRIVATE`` is set (checked on save and again at delivery).
+``HASHEE_WEBHOOK_ALLOW_PRIVATE`` is set (checked on save, again at delivery, and on the
+very addresses the worker connects to, so that a DNS answer changed since the check
+cannot steer it to an internal address).
 Delivery: recorded in the caller's transaction, sent and retried by a worker.
 """
 
@@ -15,12 +17,14 @@ import random
 import socket
 import time
 import uuid
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 from django.conf import settings
 from django.db import connection, transaction
@@ -45,12 +49,13 @@ def is_public_address(address: str) -> bool:
 
 
 def resolve_host(host: str) -> list[str]:
-    """Addresses the host resolves to (empty when it does not resolve)."""
+    """Addresses the host resolves to, in the resolver's order of preference (the order
+    the worker tries them in); empty when it does not resolve."""
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError):
         return []
-    return sorted({str(info[4][0]) for info in infos})
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def webhook_url_check(url: str, *, require_resolution: bool = False) -> list[str]:
@@ -63,12 +68,16 @@ def webhook_url_check(url: str, *, require_resolution: bool = False) -> list[str
     addresses = resolve_host(parts.hostname)
     if not addresses and require_resolution:
         raise _invalid(f"The webhook host {parts.hostname} does not resolve.")
-    if settings.HASHEE_WEBHOOK_ALLOW_PRIVATE:
-        return addresses
-    blocked = [a for a in addresses if not is_public_address(a)]
-    if blocked or parts.hostname.lower() in ("localhost",) or parts.hostname.endswith(".localhost"):
-        raise _invalid("The webhook URL points at a private, loopback or link-local address.")
+    _address_policy_check(parts.hostname, addresses)
     return addresses
+
+
+def _address_policy_check(host: str, addresses: list[str]) -> None:
+    if settings.HASHEE_WEBHOOK_ALLOW_PRIVATE:
+        return
+    blocked = [a for a in addresses if not is_public_address(a)]
+    if blocked or host.lower() in ("localhost",) or host.endswith(".localhost"):
+        raise _invalid("The webhook URL points at a private, loopback or link-local address.")
 
 
 # --- Delivery (Standard Webhooks) ---------------------------------------------------
@@ -148,8 +157,51 @@ def webhook_deliver_due(*, now: datetime | None = None, limit: int = 100,
 
 def webhook_client() -> httpx.Client:
     """The HTTP client of the worker: 10 s timeouts, no redirects, no proxy from the
-    environment (the address policy checks where we connect, not where a proxy would)."""
-    return httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False, trust_env=False)
+    environment (the address policy checks where we connect, not where a proxy would),
+    and connections only to addresses that pass the policy (it raises HasheeError)."""
+    return httpx.Client(transport=_VettedTransport(), timeout=TIMEOUT_SECONDS, follow_redirects=False,
+                        trust_env=False)
+
+
+class _VettingBackend(httpcore.NetworkBackend):
+    """Connects to the host's addresses only after checking all of them.
+
+    webhook_url_check resolves the host, and a plain client would resolve it again to
+    connect: a hostile DNS server can answer a public address to the first lookup and
+    127.0.0.1 or 169.254.169.254 to the second (DNS rebinding). Here the one lookup that
+    is checked is the one connected to. TLS is unaffected: httpcore hands the URL's host
+    name, not the address, to start_tls for SNI and the certificate check.
+    """
+
+    def __init__(self) -> None:
+        self._sockets = httpcore.SyncBackend()
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None) -> httpcore.NetworkStream:
+        addresses = resolve_host(host)
+        if not addresses:
+            raise _invalid(f"The webhook host {host} does not resolve.")
+        _address_policy_check(host, addresses)
+        *others, last = addresses
+        for address in others:  # like socket.create_connection: the first that answers
+            try:
+                return self._sockets.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                continue
+        return self._sockets.connect_tcp(last, port, timeout, local_address, socket_options)
+
+
+class _VettedTransport(httpx.HTTPTransport):
+    """httpx's transport, with its connection pool connecting through _VettingBackend."""
+
+    def __init__(self) -> None:
+        super().__init__(trust_env=False)
+        # httpx 0.28 takes no network backend (encode/httpx#3749), so the pool is replaced
+        # by one like httpx's own (its TLS context and limits) that does take it. The
+        # rebinding tests fail if this stops taking effect.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False), max_connections=100,
+            max_keepalive_connections=20, keepalive_expiry=5.0, network_backend=_VettingBackend())
 
 
 def retry_delay(attempt_count: int) -> timedelta | None:
@@ -227,6 +279,8 @@ def _send(delivery: WebhookDelivery, *, url: str, secret: str, http: httpx.Clien
         with http.stream("POST", url, content=body.encode(), headers=headers, timeout=TIMEOUT_SECONDS,
                          follow_redirects=False) as response:
             excerpt = _read_excerpt(response)
+    except HasheeError as exc:  # the host resolved to a refused address when connecting
+        return _Outcome(url=url, duration_ms=_elapsed_ms(started), error=f"refused: {exc.message}")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return _Outcome(url=url, duration_ms=_elapsed_ms(started), error=f"{type(exc).__name__}: {exc}")
     outcome = _Outcome(url=url, status_code=response.status_code, duration_ms=_elapsed_ms(started),
