@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -115,6 +115,9 @@ class Guard:
 
     sql: str
     params: list[Any]
+    # A data-modifying statement the same statement runs too (it may read ``guard``).
+    then: str = ""
+    then_params: list[Any] = field(default_factory=list)
 
 
 def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user_id: Any = None,
@@ -145,7 +148,10 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
         head, lock_from, guard_params, event_from, guard_user = "", "", [], "", "NULL"
         event_columns, event_typed, event_values = _insert_parts(event)
     else:
-        head, lock_from, guard_params = f"guard AS MATERIALIZED ({guard.sql}), ", " FROM guard", guard.params
+        head, lock_from = f"guard AS MATERIALIZED ({guard.sql}), ", " FROM guard"
+        if guard.then:
+            head += f"guard_then AS ({guard.then}), "
+        guard_params = [*guard.params, *guard.then_params]
         event_from, guard_user = ", guard", "(SELECT user_id FROM guard)"
         event_columns, event_typed, event_values = _insert_parts(event, computed={"user_id": "guard.user_id"})
     row_pk = quote(instance._meta.pk.column)

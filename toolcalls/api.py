@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hashee.api import json_body
-from hashee.auth import AgentPrincipal
+from hashee.auth import AgentPrincipal, KeyMatch, agent_key_match
 from hashee.errors import HasheeError
 from relations.selectors import relation_with_agent
 from toolcalls import idempotency, services
@@ -109,6 +109,35 @@ def sender_for(request: Request, relation_id: str) -> services.Sender:
     raise HasheeError("NOT_FOUND", "No such relation.")
 
 
+def _fast_path_open(request: Request) -> bool:
+    """Whether a message may take a one-statement path: on PostgreSQL, outside a
+    transaction, without an idempotency key (the full path stores its response)."""
+    return (connection.vendor == "postgresql" and not connection.in_atomic_block
+            and request.headers.get("Idempotency-Key") is None)
+
+
+def _deferrable_key(request: Request) -> KeyMatch | None:
+    """The agent key of a message the hot path may send before authenticating."""
+    if request.method != "POST" or not _fast_path_open(request):
+        return None
+    scheme, _, secret = request.headers.get("Authorization", "").partition(" ")
+    return agent_key_match(secret.strip()) if scheme.lower() == "bearer" else None
+
+
+def _plain_agent_message(request: Request) -> tuple[dict[str, Any], int] | None:
+    """The validated data and payload size of a plainly valid message an agent may send
+    (plain_message_input); None for any other body, which the full path answers."""
+    try:
+        body = json_body(request)
+    except (HasheeError, APIException):  # the full path raises it again, in its turn
+        return None
+    data = plain_message_input(body) if isinstance(body, dict) else None
+    if data is None or data["msg_subtype"] in services.USER_ONLY:
+        return None
+    size = services.payload_size(data["payload"])
+    return (data, size) if size <= services.MAX_PAYLOAD_BYTES else None
+
+
 def _principal_key(sender: services.Sender) -> str:
     relation = sender.relation
     return f"agent:{relation.agent_id}" if sender.kind == "agent" else f"user:{relation.user_id}"
@@ -116,6 +145,26 @@ def _principal_key(sender: services.Sender) -> str:
 
 class MessageListCreateView(APIView):
     permission_classes = [IsAuthenticated]
+    # An agent key that the statement storing the message checks (_send_with_agent_key):
+    # authentication waits for it, and runs as usual when it does not apply.
+    deferred_key: KeyMatch | None = None
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        self.deferred_key = _deferrable_key(request)
+        super().initial(request, *args, **kwargs)
+
+    def perform_authentication(self, request: Request) -> None:
+        if self.deferred_key is None:
+            super().perform_authentication(request)
+
+    def check_permissions(self, request: Request) -> None:
+        if self.deferred_key is None:
+            super().check_permissions(request)
+
+    def _authenticate_now(self, request: Request) -> None:
+        self.deferred_key = None
+        self.perform_authentication(request)
+        self.check_permissions(request)
 
     @extend_schema(
         operation_id="messages_send", request=MessageInput,
@@ -125,6 +174,11 @@ class MessageListCreateView(APIView):
                    422: ERROR, 429: ERROR},
     )
     def post(self, request: Request, relation_id: str) -> Response:
+        if self.deferred_key is not None:
+            sent = self._send_with_agent_key(request, relation_id, self.deferred_key)
+            if sent is not None:
+                return sent
+            self._authenticate_now(request)
         sent = self._send_from_agent(request, relation_id)
         if sent is not None:
             return sent
@@ -149,26 +203,35 @@ class MessageListCreateView(APIView):
                 idempotency.idempotency_release(claim=claim)
             raise
 
+    def _send_with_agent_key(self, request: Request, relation_id: str, key: KeyMatch) -> Response | None:
+        """The relay's hot path for all but tool calls: an agent's plainly valid message,
+        stored by one statement that also checks the agent's key and its relation
+        (services.message_send_with_agent_key). None when it does not apply or a check
+        fails: authentication and the full path then run from the start, so every error
+        comes as it would have. Tool calls are counted first, for which the agent must be
+        known: they take _send_from_agent after authentication."""
+        found = _plain_agent_message(request)
+        if found is None or found[0]["msg_subtype"] == Message.Subtype.ARTIFACT_TOOL_CALL:
+            return None
+        data, size = found
+        message = services.message_send_with_agent_key(key=key, relation_id=relation_id, size=size, **data)
+        if message is None:
+            return None
+        return Response(_output(message, relation_id), status=status.HTTP_201_CREATED)
+
     def _send_from_agent(self, request: Request, relation_id: str) -> Response | None:
-        """The relay's hot path: an agent's plainly valid message, without an idempotency
-        key, checked against its relation by the statement that stores it
+        """The relay's hot path after authentication: an agent's plainly valid message,
+        checked against its relation by the statement that stores it
         (services.message_send_from_agent) instead of a lookup first. None when it does
         not apply, or the relation check fails: the full path then runs from the start, so
         errors come in the same order (a tool call's count is already taken then)."""
         principal = request.user
-        if (connection.vendor != "postgresql" or connection.in_atomic_block or not isinstance(principal, AgentPrincipal)
-                or request.headers.get("Idempotency-Key") is not None):
+        if not (isinstance(principal, AgentPrincipal) and _fast_path_open(request)):
             return None
-        try:
-            body = json_body(request)
-        except (HasheeError, APIException):  # the full path raises it again, in its turn
+        found = _plain_agent_message(request)
+        if found is None:
             return None
-        data = plain_message_input(body) if isinstance(body, dict) else None
-        if data is None or data["msg_subtype"] in services.USER_ONLY:
-            return None
-        size = services.payload_size(data["payload"])
-        if size > services.MAX_PAYLOAD_BYTES:
-            return None
+        data, size = found
         headers: dict[str, str] = {}
         if data["msg_subtype"] == Message.Subtype.ARTIFACT_TOOL_CALL:
             usage = tool_call_take(request=request, agent_id=principal.agent_id)

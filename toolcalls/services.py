@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from hashee import rows
+from hashee.auth import KeyMatch
 from hashee.errors import HasheeError
 from hashee.events import Guard, row_and_event_create
 from relations.models import Relation
@@ -88,6 +89,22 @@ def message_send_from_agent(*, agent_id: Any, relation_id: Any, msg_subtype: str
     return message if event is not None else None
 
 
+def message_send_with_agent_key(*, key: KeyMatch, relation_id: Any, msg_subtype: str, content_type: str,
+                                payload: Any, size: int, client_msg_id: str = "") -> Message | None:
+    """message_send_from_agent for a request not yet authenticated: the same statement
+    also checks the agent key (``key``, as authentication would) and records its use. None,
+    with nothing stored, when either check fails: authentication and ``message_check``
+    then say why."""
+    message, data = _new_message(relation_id, "agent", msg_subtype=msg_subtype, content_type=content_type,
+                                 payload=payload, size=size, client_msg_id=client_msg_id)
+    touch, touch_params = key.touch("guard")
+    guard = Guard(_live_relation_by_key_sql().format(key=key.select),
+                  [*key.params, rows.db_value(Relation, "id", relation_id), str(Agent.Status.PAUSED)],
+                  then=touch, then_params=touch_params)
+    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
+    return message if event is not None else None
+
+
 def _new_message(relation_id: Any, sender: str, *, msg_subtype: str, content_type: str, payload: Any, size: int,
                  client_msg_id: str) -> tuple[Message, Callable[[], dict[str, Any]]]:
     """An unsaved message and the builder of its ``message.new`` event data."""
@@ -98,6 +115,15 @@ def _new_message(relation_id: Any, sender: str, *, msg_subtype: str, content_typ
         return {"relation_id": str(relation_id), "message": message_payload(message)}
 
     return message, data
+
+
+@functools.cache
+def _live_relation_by_key_sql() -> str:
+    """_live_relation_sql with the agent being the one of a key (``{key}``: KeyMatch.select)."""
+    relation, agent = rows.Columns(Relation, "r", ("user",)), rows.Columns(Agent, "a", ("id",))
+    return (f"SELECT {relation.sql()} AS user_id, key.key_id FROM {relation.table()} "  # noqa: S608 - model metadata
+            f"JOIN {agent.table()} ON a.id = r.agent_id JOIN ({{key}}) key ON key.agent_id = r.agent_id "
+            f"WHERE r.id = %s AND r.revoked_at IS NULL AND a.status <> %s")
 
 
 @functools.cache

@@ -1,10 +1,12 @@
-"""The relay's hot path on PostgreSQL: an agent's message is checked against its relation
-by the statement that stores it. It must answer exactly what the full path answers, store
-nothing when it refuses, and use one statement after authentication."""
+"""The relay's hot path on PostgreSQL: an agent's message is checked against its relation,
+and but for a tool call against its key too, by the statement that stores it. It must
+answer exactly what authentication and the full path answer, store nothing when it
+refuses, and use one statement (a tool call: the key's lookup, then one)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
-from agents.models import Agent
-from hashee.auth import api_key_create
+from agents.models import Agent, ApiKey
+from hashee.auth import api_key_create, api_key_revoke
 from hashee.models import Event
 from relations import services as relation_services
 from relations.models import Relation
@@ -45,14 +47,12 @@ def post(api: APIClient, relation_id: Any, body: dict[str, Any], **extra: Any) -
     return api.post(f"/h2a/relations/{relation_id}/messages", body, format="json", **extra)
 
 
-def test_an_agents_message_is_stored_with_its_event_in_one_statement(agent_api: APIClient, relation: Relation,
-                                                                     bob: User) -> None:
-    assert post(agent_api, relation.pk, TEXT).status_code == 201  # the key's first use also records it
+def test_an_agents_message_is_stored_with_its_event_by_one_statement_that_checks_its_key(
+        agent_api: APIClient, relation: Relation, bob: User) -> None:
     with CaptureQueriesContext(connection) as queries:
         response = post(agent_api, relation.pk, TEXT)
     assert response.status_code == 201, response.content
-    statements = [q["sql"] for q in queries]
-    assert len(statements) == 2 and statements[1].startswith("WITH guard AS")  # key lookup, then the insert
+    assert len(queries) == 1 and queries[0]["sql"].startswith("WITH guard AS")
     message = Message.objects.get(id=response.json()["message_id"])
     assert response.json() == {"message_id": str(message.id), "relation_id": str(relation.pk), "sender": "agent",
                                "msg_subtype": "text", "content_type": "text",
@@ -60,6 +60,45 @@ def test_an_agents_message_is_stored_with_its_event_in_one_statement(agent_api: 
     event = Event.objects.filter(type="message.new").latest("id")
     assert event.user_id == bob.pk and event.agent_id is None
     assert event.data == {"relation_id": str(relation.pk), "message": services.message_payload(message)}
+
+
+def test_a_tool_call_is_counted_after_authentication_then_stored_by_one_statement(
+        agent_api: APIClient, relation: Relation) -> None:
+    assert post(agent_api, relation.pk, TEXT).status_code == 201  # records the key's use
+    with CaptureQueriesContext(connection) as queries:
+        assert post(agent_api, relation.pk, TOOL_CALL).status_code == 201
+    statements = [q["sql"] for q in queries]
+    assert len(statements) == 2 and statements[1].startswith("WITH guard AS")  # key lookup, then the insert
+
+
+def test_the_statement_records_the_keys_use_as_authentication_does(alice: User, agent: Agent,
+                                                                    relation: Relation) -> None:
+    key, secret = api_key_create(user=alice, agent=agent)
+    api = client_for(secret=secret)
+    assert post(api, relation.pk, TEXT).status_code == 201
+    key.refresh_from_db()
+    first_use = key.last_used_at
+    assert first_use is not None
+    assert post(api, relation.pk, TEXT).status_code == 201
+    key.refresh_from_db()
+    assert key.last_used_at == first_use  # refreshed at most once a minute: reads stay reads
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=first_use - timedelta(minutes=2))
+    assert post(api, relation.pk, TEXT).status_code == 201
+    key.refresh_from_db()
+    assert key.last_used_at > first_use
+
+
+def test_keys_authentication_refuses_are_refused_and_nothing_is_stored(alice: User, agent: Agent,
+                                                                       relation: Relation) -> None:
+    key, secret = api_key_create(user=alice, agent=agent)
+    api = client_for(secret=secret)
+    assert refused(client_for(secret=secret[:-4] + "AAAA"), relation.pk) == (401, "NOT_AUTHENTICATED")
+    api_key_revoke(key=key)
+    assert refused(api, relation.pk) == (401, "NOT_AUTHENTICATED")
+    other_secret = api_key_create(user=alice, agent=agent)[1]
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    assert refused(client_for(secret=other_secret), relation.pk) == (401, "NOT_AUTHENTICATED")
+    assert not Message.objects.exists()
 
 
 def test_a_tool_call_carries_its_rate_limit_headers(agent_api: APIClient, relation: Relation) -> None:
