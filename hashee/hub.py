@@ -22,7 +22,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from hashee.events import DOORBELL_GROUP, event_record, latest_event_id
+from hashee.events import doorbell_group, event_record, latest_event_id
 from hashee.models import Event
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class EventHub:
         try:
             if self._channel is None:
                 self._channel = await layer.new_channel()
-            await layer.group_add(DOORBELL_GROUP, self._channel)
+            await layer.group_add(doorbell_group(), self._channel)
             self._subscribed_at = time.monotonic()
         except Exception:  # the layer is down: polling carries on meanwhile
             logger.warning("event doorbell unavailable; polling", exc_info=True)
