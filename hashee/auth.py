@@ -64,7 +64,8 @@ def api_key_revoke(*, key: ApiKey) -> None:
 
 
 def api_key_lookup(secret: str) -> ApiKey | None:
-    """The active key whose secret this is (its user loaded, its agent on access), or None.
+    """The key whose secret this is, not revoked and its user active (loaded; its agent on
+    access), or None. Only such a key's use is recorded.
 
     Every authenticated request runs this: it is one hand-written query (hashee.rows).
     """
@@ -96,7 +97,7 @@ def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
     user_columns = rows.Columns(user_model, "u", tuple(f.name for f in user_model._meta.concrete_fields))
     sql = (f"SELECT {key_columns.sql()}, {user_columns.sql()} FROM {key_columns.table()} "  # noqa: S608 - model metadata
            f"JOIN {user_columns.table()} ON u.{user_model._meta.pk.column} = k.user_id "
-           f"WHERE k.prefix = %s AND k.kind = %s AND k.revoked_at IS NULL")
+           f"WHERE k.prefix = %s AND k.kind = %s AND k.revoked_at IS NULL AND u.is_active")
     return key_columns, user_columns, sql
 
 
@@ -198,7 +199,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if scheme.lower() != "bearer":
             return None
         key = api_key_lookup(secret.strip())
-        if key is None or not key.user.is_active:
+        if key is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         return principal_for_key(key), key
 

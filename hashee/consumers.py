@@ -42,7 +42,7 @@ def _origin_allowed(scope: dict[str, Any]) -> bool:
 
 def _token_principal(token: str) -> Any:
     key = api_key_lookup(token)
-    if key is None or not key.user.is_active:
+    if key is None:
         return None
     return principal_for_key(key)
 

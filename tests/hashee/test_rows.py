@@ -85,3 +85,10 @@ def test_columns_refuse_fields_the_model_does_not_have() -> None:
         Columns(Agent, "a", ("id", "nope"))
     with pytest.raises(ValueError):
         Columns(Agent, "a", ("id", "id"))
+
+
+def test_a_deactivated_users_key_finds_nothing_and_its_use_is_not_recorded(bob: User) -> None:
+    key, secret = api_key_create(user=bob)
+    User.objects.filter(pk=bob.pk).update(is_active=False)
+    assert api_key_lookup(secret) is None
+    assert ApiKey.objects.get(pk=key.pk).last_used_at is None
