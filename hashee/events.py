@@ -250,9 +250,9 @@ class LoopDoorbell:
     per call; this keeps one sender task on the server's loop instead. The process's own
     sockets are offered each event at once. Other processes hear of them by a publish: a
     ring after a quiet moment is published at once, and under load publishes are spaced
-    SPACING apart, each carrying every event committed since the last (measured: at ~400
-    messages/s per process, one publish per message cost ~15% of the sending process's
-    time, writing to Redis and waking it). The last commit is always followed by one.
+    SPACING apart, each carrying every event committed since the last (measured at ~500
+    messages/s into one process: its CPU per message fell by ~10%, and the receiving
+    process's by ~20%). The last commit is always followed by one.
     """
 
     current: LoopDoorbell | None = None

@@ -206,7 +206,7 @@ class MessageListCreateView(APIView):
     def _send_with_agent_key(self, request: Request, relation_id: str, key: KeyMatch) -> Response | None:
         """The relay's hot path for all but tool calls: an agent's plainly valid message,
         stored by one statement that also checks the agent's key and its relation
-        (services.message_send_with_agent_key). None when it does not apply or a check
+        (services.message_send_from_agent with its key). None when it does not apply or a check
         fails: authentication and the full path then run from the start, so every error
         comes as it would have. Tool calls are counted first, for which the agent must be
         known: they take _send_from_agent after authentication."""
@@ -214,7 +214,7 @@ class MessageListCreateView(APIView):
         if found is None or found[0]["msg_subtype"] == Message.Subtype.ARTIFACT_TOOL_CALL:
             return None
         data, size = found
-        message = services.message_send_with_agent_key(key=key, relation_id=relation_id, size=size, **data)
+        message = services.message_send_from_agent(key=key, relation_id=relation_id, size=size, **data)
         if message is None:
             return None
         return Response(_output(message, relation_id), status=status.HTTP_201_CREATED)

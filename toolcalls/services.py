@@ -74,33 +74,25 @@ def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload
     return message
 
 
-def message_send_from_agent(*, agent_id: Any, relation_id: Any, msg_subtype: str, content_type: str, payload: Any,
-                            size: int, client_msg_id: str = "") -> Message | None:
-    """The relay's hot path: agent ``agent_id``'s message to the user of relation
-    ``relation_id``, stored with its event by one statement that also checks what
-    ``message_check`` checks of the relation (it is this agent's, not revoked, the agent
-    not paused), on PostgreSQL outside a transaction. None, with nothing stored, when that
-    check fails: ``message_check`` then says why. The role and size rules are the caller's."""
+def message_send_from_agent(*, relation_id: Any, msg_subtype: str, content_type: str, payload: Any, size: int,
+                            client_msg_id: str = "", agent_id: Any = None,
+                            key: KeyMatch | None = None) -> Message | None:
+    """The relay's hot path: an agent's message to the user of relation ``relation_id``,
+    stored with its event by one statement that also checks what ``message_check`` checks
+    of the relation (it is this agent's, not revoked, the agent not paused), on PostgreSQL
+    outside a transaction. The agent is ``agent_id`` once authenticated, or that of the
+    agent key ``key`` before: the statement then checks the key as authentication would and
+    records its use. None, with nothing stored, when a check fails: authentication and
+    ``message_check`` then say why. The role and size rules are the caller's."""
     message, data = _new_message(relation_id, "agent", msg_subtype=msg_subtype, content_type=content_type,
                                  payload=payload, size=size, client_msg_id=client_msg_id)
-    guard = Guard(_live_relation_sql(), [rows.db_value(Relation, "id", relation_id),
-                                         rows.db_value(Agent, "id", agent_id), str(Agent.Status.PAUSED)])
-    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
-    return message if event is not None else None
-
-
-def message_send_with_agent_key(*, key: KeyMatch, relation_id: Any, msg_subtype: str, content_type: str,
-                                payload: Any, size: int, client_msg_id: str = "") -> Message | None:
-    """message_send_from_agent for a request not yet authenticated: the same statement
-    also checks the agent key (``key``, as authentication would) and records its use. None,
-    with nothing stored, when either check fails: authentication and ``message_check``
-    then say why."""
-    message, data = _new_message(relation_id, "agent", msg_subtype=msg_subtype, content_type=content_type,
-                                 payload=payload, size=size, client_msg_id=client_msg_id)
-    touch, touch_params = key.touch("guard")
-    guard = Guard(_live_relation_by_key_sql().format(key=key.select),
-                  [*key.params, rows.db_value(Relation, "id", relation_id), str(Agent.Status.PAUSED)],
-                  then=touch, then_params=touch_params)
+    relation, paused = rows.db_value(Relation, "id", relation_id), str(Agent.Status.PAUSED)
+    if key is None:
+        guard = Guard(_live_relation_sql(by_key=False), [relation, rows.db_value(Agent, "id", agent_id), paused])
+    else:
+        touch, touch_params = key.touch("guard")
+        guard = Guard(_live_relation_sql(by_key=True).format(key=key.select), [*key.params, relation, paused],
+                      then=touch, then_params=touch_params)
     event = row_and_event_create(message, type="message.new", data=data, guard=guard)
     return message if event is not None else None
 
@@ -118,18 +110,13 @@ def _new_message(relation_id: Any, sender: str, *, msg_subtype: str, content_typ
 
 
 @functools.cache
-def _live_relation_by_key_sql() -> str:
-    """_live_relation_sql with the agent being the one of a key (``{key}``: KeyMatch.select)."""
+def _live_relation_sql(*, by_key: bool) -> str:
+    """The user of a relation that message_check lets the agent write to (SQL for a Guard):
+    the agent given by its id, or (``by_key``) that of an agent key, ``{key}`` being its
+    KeyMatch.select, whose id it returns too."""
     relation, agent = rows.Columns(Relation, "r", ("user",)), rows.Columns(Agent, "a", ("id",))
-    return (f"SELECT {relation.sql()} AS user_id, key.key_id FROM {relation.table()} "  # noqa: S608 - model metadata
-            f"JOIN {agent.table()} ON a.id = r.agent_id JOIN ({{key}}) key ON key.agent_id = r.agent_id "
-            f"WHERE r.id = %s AND r.revoked_at IS NULL AND a.status <> %s")
-
-
-@functools.cache
-def _live_relation_sql() -> str:
-    """The user of a relation that message_check lets the agent write to (SQL for a Guard)."""
-    relation, agent = rows.Columns(Relation, "r", ("user",)), rows.Columns(Agent, "a", ("id",))
-    return (f"SELECT {relation.sql()} AS user_id FROM {relation.table()} "  # noqa: S608 - model metadata
-            f"JOIN {agent.table()} ON a.id = r.agent_id "
-            f"WHERE r.id = %s AND r.agent_id = %s AND r.revoked_at IS NULL AND a.status <> %s")
+    key_id, key_join, by_id = ((", key.key_id", " JOIN ({key}) key ON key.agent_id = r.agent_id", "") if by_key
+                               else ("", "", " AND r.agent_id = %s"))
+    return (f"SELECT {relation.sql()} AS user_id{key_id} FROM {relation.table()} "  # noqa: S608 - model metadata
+            f"JOIN {agent.table()} ON a.id = r.agent_id{key_join} "
+            f"WHERE r.id = %s{by_id} AND r.revoked_at IS NULL AND a.status <> %s")
