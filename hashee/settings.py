@@ -94,6 +94,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, with a per-request health check that polls the socket instead
+    # of sending SELECT 1 (hashee/postgres/base.py).
+    DATABASES["default"]["ENGINE"] = "hashee.postgres"
     # A database that is away fails a request within seconds (503), never hangs it.
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
     # Parameters bound by the server, so psycopg prepares a statement run 5 times on a
