@@ -48,11 +48,15 @@ def next_request(wrapper: DatabaseWrapper) -> int:
         return int(cursor.fetchone()[0])
 
 
-def terminate(wrapper: DatabaseWrapper, pid: int) -> None:
+def another_connection(wrapper: DatabaseWrapper) -> psycopg.Connection[Any]:
     params = wrapper.get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    with psycopg.connect(**params, autocommit=True) as other:
+    return psycopg.connect(**params, autocommit=True)
+
+
+def terminate(wrapper: DatabaseWrapper, pid: int) -> None:
+    with another_connection(wrapper) as other:
         assert other.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone() == (True,)
     deadline = time.monotonic() + 5
     while wrapper.still_connected() and time.monotonic() < deadline:
@@ -79,10 +83,7 @@ def test_an_unasked_notice_falls_back_to_select_1_and_keeps_the_connection(
     first = next_request(wrapper)
     with wrapper.cursor() as cursor:
         cursor.execute("LISTEN hashee_health_test")
-    params = wrapper.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    with psycopg.connect(**params, autocommit=True) as other:
+    with another_connection(wrapper) as other:
         other.execute("NOTIFY hashee_health_test")
     time.sleep(0.2)  # the notification is now waiting on the idle connection's socket
     assert next_request(wrapper) == first
