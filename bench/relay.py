@@ -10,6 +10,12 @@ ratio, and POST→socket latency percentiles at a steady 100 messages/s. On 2 sh
 the client-bound baseline swings from round to round (the client's core placement), hence
 the warm-up, the alternation and the medians. Traffic goes to 127.0.0.1 only, bounded in
 count and time.
+
+The throughput ratio is that of this client: one Python process, which takes about a
+core by itself (httpx), so neither phase saturates the server. It also prints the
+server's CPU time per request and per relayed message (the uvicorn workers, PostgreSQL
+and Redis, from /proc): their ratio is what the throughput ratio would be with a client
+that cost nothing, the server's own capacity for each.
 """
 
 from __future__ import annotations
@@ -59,6 +65,52 @@ def setup_world() -> dict[str, Any]:
         relation = relation_services.relation_create(user=user, agent_id=agent.pk, granted_scopes=[])
         users.append({"relation_id": str(relation.pk), "key": api_key_create(user=user)[1]})
     return {"agent_key": api_key_create(user=owner, agent=agent)[1], "users": users}
+
+
+class ServerCpu:
+    """CPU seconds used so far by the deployment's workers, PostgreSQL and Redis (Linux)."""
+
+    def __init__(self, worker_pids: list[int]) -> None:
+        import redis
+        from django.db import connection
+
+        self.worker_pids = worker_pids
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = cursor.fetchone()[0]
+        self.postmaster = _stat(backend)[1]
+        self.redis_pid = int(redis.Redis.from_url(os.environ["REDIS_URL"]).info("server")["process_id"])
+
+    def sample(self) -> dict[str, float]:
+        postgres = [self.postmaster, *(pid for pid, parent in _processes() if parent == self.postmaster)]
+        return {"workers": sum(_stat(pid)[0] for pid in self.worker_pids),
+                "postgres": sum(_stat(pid)[0] for pid in postgres), "redis": _stat(self.redis_pid)[0]}
+
+    @staticmethod
+    def per_op(before: dict[str, float], after: dict[str, float], ops: int) -> dict[str, float]:
+        """Milliseconds of CPU per operation, by part and in all."""
+        parts = {part: 1000 * (after[part] - before[part]) / ops for part in before}
+        return {**parts, "total": sum(parts.values())}
+
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> tuple[float, int]:
+    """(user + system CPU seconds of all its threads, parent pid); (0, 0) once gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[1])
+
+
+def _processes() -> list[tuple[int, int]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found.append((int(entry.name), _stat(int(entry.name))[1]))
+    return found
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -112,7 +164,7 @@ class Receivers:
 
 
 async def run(world: dict[str, Any], urls: list[str], ws_urls: list[str], seconds: float, concurrency: int,
-              rounds: int) -> dict[str, Any]:
+              rounds: int, cpu: ServerCpu) -> dict[str, Any]:
     """Both endpoints are warmed up first (a cold client or worker is slower at whichever
     phase comes first), then measured in alternating rounds, so a slow moment of the
     machine falls on both; the figures are the medians of the rounds."""
@@ -128,7 +180,8 @@ async def run(world: dict[str, Any], urls: list[str], ws_urls: list[str], second
             response = await client.get(f"{urls[turn[0] % 2]}/api/ping")
             assert response.status_code == 200
 
-        async def relay_phase(phase_seconds: float) -> float:
+        async def relay_phase(phase_seconds: float) -> tuple[float, int]:
+            """Messages/s from the first POST to the last arrival, and how many were sent."""
             sent: dict[str, float] = {}
 
             async def relay() -> None:
@@ -145,19 +198,27 @@ async def run(world: dict[str, Any], urls: list[str], ws_urls: list[str], second
             started = time.perf_counter()
             await closed_loop(relay, phase_seconds, concurrency)
             await wait_for_all(receivers, sent, timeout=30)
-            return len(sent) / (max(receivers.arrivals[n] for n in sent) - started)
+            return len(sent) / (max(receivers.arrivals[n] for n in sent) - started), len(sent)
 
         await closed_loop(ping, WARM_UP_SECONDS, concurrency)
         await relay_phase(WARM_UP_SECONDS)
-        baselines, relayed = [], []
+        baselines, relayed, ping_cpu, relay_cpu = [], [], [], []
         for _ in range(rounds):
-            baselines.append(await closed_loop(ping, seconds, concurrency) / seconds)
-            relayed.append(await relay_phase(seconds))
+            before = cpu.sample()
+            pings = await closed_loop(ping, seconds, concurrency)
+            ping_cpu.append(cpu.per_op(before, cpu.sample(), pings))
+            baselines.append(pings / seconds)
+            before = cpu.sample()
+            rate, messages = await relay_phase(seconds)
+            relay_cpu.append(cpu.per_op(before, cpu.sample(), messages))
+            relayed.append(rate)
         latencies = await steady(client, world, urls, receivers, rate=100, seconds=STEADY_SECONDS, headers=headers)
     await receivers.close()
     return {"baselines": baselines, "relayed": relayed, "baseline": statistics.median(baselines),
             "relay": statistics.median(relayed), "p50": statistics.median(latencies), "p95": p95(latencies),
-            "p99": percentile(latencies, 0.99), "count": len(latencies)}
+            "p99": percentile(latencies, 0.99), "count": len(latencies),
+            "ping_cpu": {part: statistics.median(c[part] for c in ping_cpu) for part in ping_cpu[0]},
+            "relay_cpu": {part: statistics.median(c[part] for c in relay_cpu) for part in relay_cpu[0]}}
 
 
 async def wait_for_all(receivers: Receivers, sent: dict[str, float], timeout: float) -> None:
@@ -187,6 +248,11 @@ async def steady(client: httpx.AsyncClient, world: dict[str, Any], urls: list[st
     return [(receivers.arrivals[n] - sent[n]) * 1000 for n in sent]
 
 
+def cpu_line(label: str, cpu: dict[str, float]) -> str:
+    return (f"{label:<44} {cpu['total']:9.3f} ms  (workers {cpu['workers']:.3f}, PostgreSQL {cpu['postgres']:.3f}, "
+            f"Redis {cpu['redis']:.3f}; median of the rounds)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each measured phase")
@@ -199,8 +265,9 @@ def main() -> None:
     from deploy.local import Deployment
 
     with Deployment(workers=2, uvicorn_args=["--timeout-keep-alive", "30"]) as deployment:
+        cpu = ServerCpu([worker.process.pid for worker in deployment.workers])
         figures = asyncio.run(run(world, deployment.urls, deployment.ws_urls, args.seconds, args.concurrency,
-                                  args.rounds))
+                                  args.rounds, cpu))
     pairs = list(zip(figures["baselines"], figures["relayed"], strict=True))
     rounds = "  ".join(f"{b:.0f}/{r:.0f}" for b, r in pairs)
     round_ratio = statistics.median(r / b for b, r in pairs)
@@ -215,6 +282,11 @@ def main() -> None:
         f"median of the rounds' own ratios {round_ratio:.2f}x)",
         f"{'latency at 100 msg/s (POST → socket)':<44} p50 {figures['p50']:.1f} ms  p95 {figures['p95']:.1f} ms"
         f"  p99 {figures['p99']:.1f} ms  n={figures['count']:.0f}  (target p99 < 50 ms)",
+        cpu_line("server CPU per trivial request", figures["ping_cpu"]),
+        cpu_line("server CPU per relayed message", figures["relay_cpu"]),
+        f"{'capacity ratio (CPU per request / message)':<44} "
+        f"{figures['ping_cpu']['total'] / figures['relay_cpu']['total']:9.2f}x  (the throughput ratio with a client "
+        f"that cost nothing)",
     ]
     print("\n".join(lines))
     results = ROOT / "bench" / "results"
