@@ -21,7 +21,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Model, Q, QuerySet
 from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
@@ -38,9 +38,10 @@ def _insert_parts(instance: Model, *, computed: dict[str, str] | None = None) ->
     (a database-generated primary key is left out; ``computed`` maps attnames to SQL
     expressions used instead of the instance's values). A creation time already set is
     kept, so a payload built from the instance matches the stored row."""
-    shape = _insert_shapes.get((type(instance), connection.vendor))
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks this up on every use
+    shape = _insert_shapes.get((type(instance), db.vendor))
     if shape is None:
-        shape = _insert_shapes[(type(instance), connection.vendor)] = _insert_shape(type(instance))
+        shape = _insert_shapes[(type(instance), db.vendor)] = _insert_shape(type(instance))
     fields, columns, placeholders = shape
     values = []
     typed = []
@@ -51,7 +52,7 @@ def _insert_parts(instance: Model, *, computed: dict[str, str] | None = None) ->
         value = getattr(instance, f.attname)
         if not (getattr(f, "auto_now_add", False) and value is not None):
             value = f.pre_save(instance, add=True)
-        values.append(f.get_db_prep_save(value, connection))
+        values.append(f.get_db_prep_save(value, db))
         typed.append(placeholder)
     return columns, ", ".join(typed), values
 
