@@ -36,10 +36,10 @@ from toolcalls.sdk.errors import (
     WebhookInvalid,
     WrongRecipient,
 )
-from toolcalls.sdk.events import listen
+from toolcalls.sdk.events import FrameConsumer, listen
 from toolcalls.sdk.keys import KeyDirectory
 from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S
-from toolcalls.sdk.rest import Transport, poll_events, send_message
+from toolcalls.sdk.rest import Transport, send_message
 
 logger = logging.getLogger(__name__)
 NETWORK_ALLOWANCE_S = 10.0
@@ -92,7 +92,7 @@ class _Pending:
     future: asyncio.Future[ToolResult]
 
 
-class AgentRuntime:
+class AgentRuntime(FrameConsumer):
     """One agent runtime process, holding one agent key pair and the agent's manifest."""
 
     def __init__(self, *, transport: Transport, agent_id: str, keys: KeyPair, manifest: Mapping[str, Any],
@@ -188,25 +188,11 @@ class AgentRuntime:
         if isinstance(payload, dict):
             await self.handle_frame({"type": payload.get("type"), "data": payload.get("data")})
 
-    async def poll(self, since: int = 0) -> int:
-        """Handle every frame of ``GET /events`` after ``since``; returns the last id."""
-        while True:
-            frames, since, more = await poll_events(self.transport, since=since)
-            for frame in frames:
-                await self._safely(frame)
-            if not more:
-                return since
-
     async def listen(self, base_url: str, token: str, *, since: int | None = None,
                      connected: asyncio.Event | None = None) -> None:
         """Serve ``/ws/agent`` until cancelled."""
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, since=since, connected=connected)
 
-    async def _safely(self, frame: Mapping[str, Any]) -> None:
-        try:
-            await self.handle_frame(frame)
-        except Exception as exc:  # one bad frame must not stop the listener; its content is not logged
-            logger.warning("event %s not handled: %s", frame.get("id"), type(exc).__name__)
 
     async def _on_message(self, relation_id: str, message: Mapping[str, Any]) -> None:
         if message.get("msg_subtype") != "artifact_response" or message.get("sender") != "user":

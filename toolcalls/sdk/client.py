@@ -25,10 +25,10 @@ from toolcalls.sdk.audit import AuditLog
 from toolcalls.sdk.contract import CompiledManifest, CompiledTool, Decision
 from toolcalls.sdk.crypto import KeyPair, Opened, open_, seal
 from toolcalls.sdk.errors import ApiError, EnvelopeError, UnknownSender, WrongRecipient
-from toolcalls.sdk.events import listen
+from toolcalls.sdk.events import FrameConsumer, listen
 from toolcalls.sdk.keys import KeyDirectory
 from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
-from toolcalls.sdk.rest import Transport, call_api, poll_events, send_message
+from toolcalls.sdk.rest import Transport, call_api, send_message
 from toolcalls.sdk.runner import call_with_deadline
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def _never_group(relation_id: str) -> bool:
     return False
 
 
-class UserClient:
+class UserClient(FrameConsumer):
     """One device of one user. ``prompt`` returns True to approve (sync or async)."""
 
     def __init__(self, *, transport: Transport, keys: KeyPair, device_id: str, prompt: PromptCallback,
@@ -142,15 +142,6 @@ class UserClient:
             self.keydir.forget()
         return None
 
-    async def poll(self, since: int = 0) -> int:
-        """Handle every frame of ``GET /events`` after ``since``; returns the last id."""
-        while True:
-            frames, since, more = await poll_events(self.transport, since=since)
-            for frame in frames:
-                await self._safely(frame)
-            if not more:
-                return since
-
     async def listen(self, base_url: str, token: str, *, since: int | None = None,
                      connected: asyncio.Event | None = None) -> None:
         """Serve ``/ws/events`` until cancelled; each tool call runs in its own task."""
@@ -164,11 +155,6 @@ class UserClient:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _safely(self, frame: Mapping[str, Any]) -> None:
-        try:
-            await self.handle_frame(frame)
-        except Exception as exc:  # one bad frame must not stop the listener; its content is not logged
-            logger.warning("event %s not handled: %s", frame.get("id"), type(exc).__name__)
 
     # --- one tool call ---------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -14,6 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from toolcalls.sdk.errors import SocketRefused
+from toolcalls.sdk.rest import Transport, poll_events
 
 logger = logging.getLogger(__name__)
 FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
@@ -62,3 +63,28 @@ def _frame(text: str | bytes) -> dict[str, Any] | None:
     if isinstance(frame, dict) and isinstance(frame.get("id"), int) and isinstance(frame.get("type"), str):
         return frame
     return None  # e.g. {"type": "pong"}
+
+
+class FrameConsumer:
+    """What both ends of the SDK do with event frames, however they arrive: ``handle_frame``
+    each one (the subclass's), one bad frame never stopping the rest."""
+
+    transport: Transport
+
+    async def handle_frame(self, frame: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    async def poll(self, since: int = 0) -> int:
+        """Handle every frame of ``GET /events`` after ``since``; returns the last id."""
+        while True:
+            frames, since, more = await poll_events(self.transport, since=since)
+            for frame in frames:
+                await self._safely(frame)
+            if not more:
+                return since
+
+    async def _safely(self, frame: Mapping[str, Any]) -> None:
+        try:
+            await self.handle_frame(frame)
+        except Exception as exc:  # one bad frame must not stop the listener; its content is not logged
+            logger.warning("event %s not handled: %s", frame.get("id"), type(exc).__name__)
