@@ -10,11 +10,9 @@ from django.db import models
 from django.db.models import Q
 
 
-class DeviceKey(models.Model):
-    """The current key pair of one device of a user (one live key per device id)."""
+class PublishedKeys(models.Model):
+    """The public halves of one key pair, as published to the directory."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="device_keys")
-    device_id = models.CharField(max_length=64)
     key_id = models.CharField(max_length=40)
     x25519_public = models.CharField(max_length=44, help_text="base64 of the raw 32-byte X25519 public key")
     ed25519_public = models.CharField(max_length=44, help_text="base64 of the raw 32-byte Ed25519 public key")
@@ -22,7 +20,17 @@ class DeviceKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["created_at", "pk"]
+
+
+class DeviceKey(PublishedKeys):
+    """The current key pair of one device of a user (one live key per device id)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="device_keys")
+    device_id = models.CharField(max_length=64)
+
+    class Meta(PublishedKeys.Meta):
         constraints = [
             models.UniqueConstraint(fields=["user", "device_id"], condition=Q(revoked_at__isnull=True),
                                     name="one_live_key_per_device"),
@@ -33,18 +41,12 @@ class DeviceKey(models.Model):
         return f"{self.user_id}/{self.device_id} {self.key_id}"
 
 
-class AgentKey(models.Model):
+class AgentKey(PublishedKeys):
     """A key pair of one of an agent's runtimes (an agent may run several)."""
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="public_keys")
-    key_id = models.CharField(max_length=40)
-    x25519_public = models.CharField(max_length=44, help_text="base64 of the raw 32-byte X25519 public key")
-    ed25519_public = models.CharField(max_length=44, help_text="base64 of the raw 32-byte Ed25519 public key")
-    created_at = models.DateTimeField(auto_now_add=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["created_at", "pk"]
+    class Meta(PublishedKeys.Meta):
         constraints = [
             models.UniqueConstraint(fields=["agent", "key_id"], condition=Q(revoked_at__isnull=True),
                                     name="one_live_agent_key_per_key_id"),
