@@ -22,7 +22,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     health_check_done: bool
 
     def close_if_health_check_failed(self) -> None:
-        if self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done:
+        if (self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done
+                or not hasattr(select, "poll")):  # Windows has no poll(): Django's SELECT 1 there
             return super().close_if_health_check_failed()
         if not self.still_connected():
             self.close()
