@@ -189,6 +189,9 @@ HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))
+# Messages (ciphertext to us) are kept this long for recipients who were away, like the
+# message.new events that carry them; purge_events deletes older ones.
+HASHEE_MESSAGE_RETENTION_DAYS = int(os.environ.get("HASHEE_MESSAGE_RETENTION_DAYS", "30"))
 # Each process also re-reads the log this often, in case a doorbell was lost.
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -264,7 +265,9 @@ class MessageListCreateView(APIView):
 
     @extend_schema(
         operation_id="messages_list",
-        parameters=[OpenApiParameter("after", str, description="A message_id: return the messages after it"),
+        parameters=[OpenApiParameter("after", str, description="A message_id: return the messages after it (one "
+                                     "past the retention, HASHEE_MESSAGE_RETENTION_DAYS, is 404: fetch again "
+                                     "without after)"),
                     OpenApiParameter("limit", int, description=f"Default 100, at most {MAX_LIMIT}")],
         responses={200: OpenApiResponse(description='`{"messages": [...], "has_more": bool}`'), 400: ERROR, 401: ERROR,
                    403: ERROR, 404: ERROR},
@@ -276,7 +279,8 @@ class MessageListCreateView(APIView):
         if after:
             anchor = Message.objects.filter(relation=sender.relation, id=_uuid(after)).values_list("seq", flat=True)
             if not anchor:
-                raise HasheeError("NOT_FOUND", "No such message in this relation.")
+                raise HasheeError("NOT_FOUND", "No such message in this relation (messages are kept "
+                                  f"{settings.HASHEE_MESSAGE_RETENTION_DAYS} days): fetch again without ?after=.")
             messages = messages.filter(seq__gt=anchor[0])
         limit = _limit(request.query_params.get("limit"))
         rows = list(messages[:limit + 1])

@@ -9,8 +9,10 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from agents.models import Agent
@@ -120,3 +122,11 @@ def _live_relation_sql(*, by_key: bool) -> str:
     return (f"SELECT {relation.sql()} AS user_id{key_id} FROM {relation.table()} "  # noqa: S608 - model metadata
             f"JOIN {agent.table()} ON a.id = r.agent_id{key_join} "
             f"WHERE r.id = %s{by_id} AND r.revoked_at IS NULL AND a.status <> %s")
+
+
+def messages_purge(*, older_than_days: int | None = None) -> int:
+    """Delete messages older than the retention period (HASHEE_MESSAGE_RETENTION_DAYS), in
+    one statement; returns how many."""
+    days = older_than_days if older_than_days is not None else settings.HASHEE_MESSAGE_RETENTION_DAYS
+    deleted, _ = Message.objects.filter(created_at__lt=timezone.now() - timedelta(days=days)).delete()
+    return deleted
