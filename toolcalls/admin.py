@@ -19,6 +19,7 @@ class MessageAdmin(admin.ModelAdmin):
     fields = ["id", "relation", "sender", "msg_subtype", "content_type", "payload_bytes", "client_msg_id",
               "created_at"]
     readonly_fields = fields
+    show_full_result_count = False  # a filtered list counts once, not twice (the table is the relay's)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).defer("payload")

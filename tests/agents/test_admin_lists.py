@@ -81,3 +81,17 @@ def test_agents_filter_by_scope_sensitivity_status_and_owner(operator: Client, a
     assert "Locator" in by_scope and "Reader" not in by_scope
     assert "Reader" in by_level and "Locator" not in by_level
     assert "Reader" in by_owner and "Locator" in by_owner
+
+
+@pytest.mark.parametrize("url", ["/admin/toolcalls/message/?msg_subtype__exact=text", "/admin/hashee/event/?type=x"])
+def test_the_relay_tables_filtered_lists_count_once(operator: Client, manifest: dict, url: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message and event tables are the biggest: a filtered list counts the matches, and
+    never the whole table as well (it offers "Show all" instead of a total)."""
+    monkeypatch.setattr("hashee.webhooks.resolve_host", lambda host: ["93.184.216.34"])
+    populate(2, manifest)
+    with CaptureQueriesContext(connection) as captured:
+        page = operator.get(url)
+    counts = [q["sql"] for q in captured if "COUNT(" in q["sql"].upper()]
+    assert page.status_code == 200 and len(counts) == 1, counts
+    assert "Show all" in page.content.decode()
