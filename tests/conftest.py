@@ -81,6 +81,12 @@ def relation(bob: User, agent: Agent) -> Relation:
     return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
 
 
+@pytest.fixture
+def agent_api(agent: Agent) -> APIClient:
+    """DemoBot's runtime: an agent key of alice's."""
+    return client_for(secret=api_key_create(user=agent.owner, agent=agent)[1])
+
+
 def client_for(user: User | None = None, secret: str | None = None) -> APIClient:
     client = APIClient()
     if user is not None and secret is None:

@@ -24,11 +24,6 @@ def operator(db: Any) -> Client:
     return client
 
 
-@pytest.fixture
-def agent(alice: Any, manifest: dict) -> Agent:
-    return services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
 def form_data(agent: Agent, manifest: dict[str, Any]) -> dict[str, Any]:
     return {"owner": agent.owner_id, "name": agent.name, "description": agent.description, "status": agent.status,
             "capability_manifest": json.dumps(manifest), "webhook_url": "",

@@ -40,11 +40,6 @@ def state_of(relation: Relation) -> RelationState:
     return relation_states([relation])[relation.pk]
 
 
-@pytest.fixture
-def agent(alice: User, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
 def owner_pages(agent: Agent) -> list[str]:
     args = [agent.pk]
     return [reverse(name, args=args) for name in (

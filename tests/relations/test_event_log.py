@@ -21,11 +21,6 @@ from relations import services as relation_services
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def agent(alice: Any, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
 def breaking_manifest(agent: Agent) -> dict[str, Any]:
     manifest = copy.deepcopy(agent.capability_manifest)
     manifest["permission_scopes"][0]["sensitivity"] = "high"

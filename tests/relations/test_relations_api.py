@@ -16,11 +16,6 @@ from relations.models import Relation
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def agent(alice: Any, manifest: dict[str, Any]) -> Agent:
-    return agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-
-
 def consent(api: APIClient, agent: Agent, scopes: list[str]) -> Any:
     return api.post("/h2a/relations", {"agent_id": str(agent.pk), "granted_scopes": scopes}, format="json")
 

@@ -26,11 +26,6 @@ def agent_client(agent: Agent) -> APIClient:
     return client
 
 
-@pytest.fixture
-def agent_api(agent: Agent) -> APIClient:
-    return agent_client(agent)
-
-
 def public(keys: KeyPair | None = None) -> dict[str, str]:
     return (keys or KeyPair.generate()).public.as_api()
 

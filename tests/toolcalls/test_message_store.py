@@ -10,19 +10,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import IntegrityError
 
-from agents import services as agent_services
 from hashee.models import Event
-from relations import services as relation_services
 from toolcalls import services
 from toolcalls.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as a request outside a transaction
-
-
-@pytest.fixture
-def relation(alice: User, bob: User, manifest: dict[str, Any]) -> Any:
-    agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-    return relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
 
 
 def test_the_event_describes_the_stored_message_exactly(relation: Any, bob: User) -> None:

@@ -29,13 +29,6 @@ def fresh_rate_limits(settings: Any) -> None:
 
 
 
-@pytest.fixture
-def agent_api(alice: Any, agent: Agent) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_create(user=alice, agent=agent)[1]}")
-    return client
-
-
 def tool_call(call_id: str = "call_1") -> dict[str, Any]:
     return {"msg_subtype": "artifact_tool_call", "content_type": "artifact",
             "payload": {"v": 1, "ciphertext": "b64...", "nonce": call_id}}

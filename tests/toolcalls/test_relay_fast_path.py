@@ -34,11 +34,6 @@ def fresh_rate_limits(settings: Any) -> None:
 
 
 
-@pytest.fixture
-def agent_api(alice: User, agent: Agent) -> APIClient:
-    return client_for(secret=api_key_create(user=alice, agent=agent)[1])
-
-
 TEXT = {"msg_subtype": "text", "content_type": "text", "payload": {"hello": "bob"}}
 TOOL_CALL = {"msg_subtype": "artifact_tool_call", "content_type": "artifact", "payload": {"v": 1, "ciphertext": "x"}}
 
