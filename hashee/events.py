@@ -265,6 +265,9 @@ class LoopDoorbell:
         self.flag = asyncio.Event()
         self.pending: list[dict[str, Any]] = []
         self.last_sent = -self.SPACING
+        from hashee.hub import offer_to_local_hub  # the hub imports this module
+
+        self.offer_locally = offer_to_local_hub
         self.task = loop.create_task(self._send_forever())
 
     @classmethod
@@ -285,9 +288,7 @@ class LoopDoorbell:
         return True
 
     def _add(self, record: dict[str, Any]) -> None:
-        from hashee.hub import offer_to_local_hub
-
-        offer_to_local_hub([record])  # this process's sockets need no round trip through Redis
+        self.offer_locally([record])  # this process's sockets need no round trip through Redis
         self.pending.append(record)
         self.flag.set()
 
