@@ -227,6 +227,13 @@ def test_owner_creates_an_agent_and_publishes_a_breaking_version(server: LiveSer
     expect(page.locator("[data-stat=users]")).to_have_text("1")  # live, no reload
     expect(page.locator("[data-scope-granted='filesystem:read']")).to_have_text("1")
     expect(page.locator(".activity")).to_contain_text("bob connected")
+    # What changed is highlighted, not the whole region: the users card and the new
+    # activity row; the manifest's size and the first activity row stay as they were.
+    expect(page.locator("[data-live-item=users]")).to_have_class(re.compile(r"\bflash-update\b"))
+    expect(page.locator(".activity li").first).to_have_class(re.compile(r"\bflash-update\b"))
+    expect(page.locator("[data-live-item=size]")).not_to_have_class(re.compile(r"\bflash-update\b"))
+    expect(page.locator(".activity li").last).not_to_have_class(re.compile(r"\bflash-update\b"))
+    expect(page.locator("[data-live*='/stats']")).not_to_have_class(re.compile(r"\bflash-update\b"))
     shoot(page, "04-agent-overview-live")
 
     page.click("text=Edit manifest")

@@ -56,6 +56,18 @@
     return element.textContent.replace(/\s+/g, " ").trim();
   }
 
+  function itemTexts(element) {
+    const texts = new Map();
+    element.querySelectorAll("[data-live-item]").forEach((item) => texts.set(item.dataset.liveItem, textOf(item)));
+    return texts;
+  }
+
+  function flash(element) {
+    element.classList.remove("flash-update");
+    void element.offsetWidth;  // restart the animation
+    element.classList.add("flash-update");
+  }
+
   async function refresh(url) {
     let data;
     try {
@@ -68,11 +80,16 @@
     document.querySelectorAll("[data-live]").forEach((element) => {
       if (element.dataset.live !== url) return;
       const before = textOf(element);
+      const itemsBefore = itemTexts(element);
       element.innerHTML = data.html;
       if (textOf(element) !== before) {
-        element.classList.remove("flash-update");
-        void element.offsetWidth;
-        element.classList.add("flash-update");
+        // Highlight what changed: the items ([data-live-item]: a card, a row) that are
+        // new or read differently; a region without items is highlighted whole.
+        const items = element.querySelectorAll("[data-live-item]");
+        if (items.length === 0) flash(element);
+        items.forEach((item) => {
+          if (itemsBefore.get(item.dataset.liveItem) !== textOf(item)) flash(item);
+        });
       }
       element.dataset.refreshed = String(Number(element.dataset.refreshed || 0) + 1);
     });
