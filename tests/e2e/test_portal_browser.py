@@ -246,6 +246,11 @@ def test_owner_creates_an_agent_and_publishes_a_breaking_version(server: LiveSer
     expect(page.locator("tr.row-breaking")).to_have_count(2)
     expect(page.locator("tr.row-breaking .example code")).to_contain_text("a" * 65)
     expect(page.locator("[data-save]")).to_have_text("Save version 2 (breaking)")
+    # Short values ("medium" → "high", "1.0.0" → "1.1.0") are read whole, never broken
+    # across lines by the narrow column (an inline box broken in two has two rectangles).
+    values = page.locator(".beforeafter .whole")
+    expect(values).to_have_count(6)
+    assert values.evaluate_all("els => els.map(e => e.getClientRects().length)") == [1] * 6
     shoot(page, "05-editor-breaking-preview")
 
     page.click("[data-save]")
@@ -310,7 +315,22 @@ def test_a_user_consents_then_reconsents_after_a_breaking_change(server: LiveSer
     expect(changed_scope).to_have_attribute("data-scope", "filesystem:read")
     expect(changed_scope.locator(".reason")).to_contain_text(["Scope made more sensitive"])
     expect(page.locator("input[value='filesystem:read']")).not_to_be_checked()  # withheld until consent
+    expect(page.locator("[data-stale-notice]")).to_be_hidden()  # the page shows the current version
+    # The "Changed" badge sits beside the scope's name, as wide as its word.
+    label, badge = changed_scope.locator("[data-scope-label]"), changed_scope.locator("[data-changed-badge]")
+    label_box, badge_box = label.bounding_box(), badge.bounding_box()
+    assert label_box and badge_box and badge_box["x"] > label_box["x"] + label_box["width"]
+    assert badge_box["width"] < 120
     shoot(page, "10-reconsent")
+    wait_live(page)
+    with server.api(server.alice_key) as api:  # another version while bob is reading this one
+        again = api.patch(f"/agents/{agent_id}", json={"capability_manifest": {**breaking(manifest),
+                                                                                "agent_version": "1.2.0"}})
+    assert again.status_code == 200, again.text
+    expect(page.locator("[data-stale-notice]")).to_be_visible()
+    expect(page.locator("[data-stale-notice]")).to_contain_text("This agent just changed")
+    page.reload()
+    expect(page.locator("[data-stale-notice]")).to_be_hidden()
     page.check("input[value='filesystem:read']")
     page.click("[data-allow]")
     expect(page.locator(".flash-success")).to_contain_text("Permissions updated")

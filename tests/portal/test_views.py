@@ -106,9 +106,18 @@ def test_the_preview_of_a_breaking_change_names_the_scopes_the_users_and_an_exam
     narrowed = next(c for c in body["changes"] if c["rule"] == "SCHEMA_CONSTRAINT_NARROWED")
     assert len(narrowed["example"]["path"]) == 65  # accepted by v1 (maxLength 1024), refused by v2
     assert "row-breaking" in body["html"]
+    # A narrow column wraps the pointer after its slashes, not inside a name.
+    assert "/<wbr>tools/<wbr>read_file/<wbr>input_schema/<wbr>properties/<wbr>path/<wbr>maxLength" in body["html"]
     agent.refresh_from_db()
     assert agent.capability_manifest_version == 1
     assert state_of(Relation.objects.get()).status == "active"
+
+
+def test_a_pointer_is_escaped_where_it_is_given_break_points() -> None:
+    from portal.templatetags.portal_tags import pointer_breaks
+
+    assert pointer_breaks("/tools/<b>x</b>") == "/<wbr>tools/<wbr>&lt;b&gt;x&lt;/<wbr>b&gt;"
+    assert pointer_breaks("") == "" and pointer_breaks(None) == ""
 
 
 def test_saving_is_a_second_step_that_stores_exactly_what_was_previewed(
