@@ -21,6 +21,7 @@ from hashee.core.diff import diff_manifests
 from hashee.core.manifest import PRESET_SCOPES, validate_manifest
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
+from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")
 
@@ -36,7 +37,7 @@ def change_rows(changes: list[dict[str, Any]]) -> str:
         "", '<tr class="{}"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
         ((
             "hashee-breaking" if c.get("breaking") else "hashee-compatible",
-            "BREAKING" if c.get("breaking") else "compatible", c["rule"], c.get("path", ""),
+            "BREAKING" if c.get("breaking") else "compatible", c["rule"], pointer_breaks(c.get("path", "")),
             json.dumps(c.get("before")), json.dumps(c.get("after")),
             json.dumps(c["example"]) if "example" in c else "",
         ) for c in changes),

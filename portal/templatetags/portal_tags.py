@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from hashee.events import latest_event_id
-from portal.presentation import SENSITIVITY_TEXT, size_text
+from portal.presentation import SENSITIVITY_TEXT, pointer_breaks, size_text
 
 register = template.Library()
 
@@ -70,10 +70,7 @@ def shorthash(value: str | None) -> str:
     return (value or "")[:12]
 
 
-@register.filter
-def pointer_breaks(value: str | None) -> SafeString:
-    """A JSON Pointer that a narrow column wraps after its slashes, not inside a name."""
-    return mark_safe("/<wbr>".join(conditional_escape(part) for part in (value or "").split("/")))  # noqa: S308 - parts escaped
+register.filter("pointer_breaks", pointer_breaks)
 
 
 @register.simple_tag

@@ -80,6 +80,7 @@ def test_admin_pages_render(operator: Client, agent: Agent, manifest: dict) -> N
         assert operator.get(page).status_code == 200, page
     compare = operator.get(f"/admin/agents/agent/{agent.pk}/compare/?from=1&to=2").content.decode()
     assert "FLAG_REVOKED" in compare and "BREAKING" in compare
+    assert "<code>/<wbr>capability_flags/<wbr>supports_streaming</code>" in compare  # wraps after a slash
 
 
 def test_key_admin_shows_hashes_only(operator: Client, alice: Any) -> None:

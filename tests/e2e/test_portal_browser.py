@@ -348,6 +348,9 @@ def test_keys_are_shown_once_and_webhook_deliveries_update_live(server: LiveServ
     page.fill("input[name=name]", "production runtime")
     page.click("[data-create-key]")
     expect(page.locator("[data-secret]")).to_contain_text("hak_")
+    field = page.locator("form.inline-form label.field")
+    label_box, input_box = field.locator("span").bounding_box(), field.locator("input").bounding_box()
+    assert label_box and input_box and label_box["x"] == input_box["x"]  # the label stands over its input's start
     shoot(page, "11-agent-keys-shown-once")
     page.reload()
     expect(page.locator("[data-secret-once]")).to_have_count(0)
@@ -417,4 +420,6 @@ def test_operators_compare_two_versions_in_the_admin(server: LiveServer, browser
     page.click("input[type=submit]")
     page.goto(f"{server.url}/admin/agents/agent/{agent_id}/compare/?from=1&to=2")
     expect(page.locator("#content")).to_contain_text("SCHEMA_CONSTRAINT_NARROWED")
+    # The long example wraps inside its cell: the page does not scroll sideways.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shoot(page, "14-admin-compare")
