@@ -423,3 +423,46 @@ def test_operators_compare_two_versions_in_the_admin(server: LiveServer, browser
     # The long example wraps inside its cell: the page does not scroll sideways.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     shoot(page, "14-admin-compare")
+
+
+def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: LiveServer, browser: Browser,
+                                                                    contexts: list[BrowserContext]) -> None:
+    agent_id = publish(server, unique("Pocket"), copy.deepcopy(DEMO_MANIFEST))
+    page = new_page(browser, contexts)
+    page.set_viewport_size({"width": 390, "height": 844})
+
+    def fits(where: str) -> None:
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{where} is {width}px wide on a 390px screen"
+
+    log_in(page, server, "bob")
+    fits("the agent list")
+    page.click(".mainnav >> text=Discover")  # the sections stay reachable on a phone
+    expect(page.locator(f"[data-agent-card='{agent_id}']")).to_be_visible()
+    fits("discovery")
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
+    fits("the consent page")
+    page.check("input[value='filesystem:read']")
+    allow = page.locator("[data-allow]")
+    box = allow.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    allow.click()
+    expect(page.locator(".flash-success")).to_contain_text("You are connected")
+    page.click(".mainnav >> text=Connections")
+    card = page.locator(".connection-card", has_text="Pocket")
+    expect(card).to_have_attribute("data-status", "active")
+    fits("the connections")
+    wait_live(page)
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+    expect(card).to_have_attribute("data-status", "reauth_required")
+    card.locator("[data-review]").click()
+    expect(page.locator("[data-reconsent] tr.row-breaking")).to_have_count(2)
+    fits("the re-consent page")
+    shoot(page, "15-reconsent-phone")
+
+    contexts[-1].clear_cookies()
+    log_in(page, server, "alice")
+    for tab in ("", "manifest/", "versions/", "keys/", "webhook/", "settings/"):
+        page.goto(f"{server.url}/portal/agents/{agent_id}/{tab}")
+        fits(f"the agent's {tab or 'overview'} page")
