@@ -30,6 +30,19 @@ def pretty_json(value: Any) -> str:
     return format_html('<pre class="hashee-json">{}</pre>', json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def version_kind(version: ManifestVersion) -> str:
+    """Breaking (in red), compatible or the first version: what a version was to its users."""
+    if version.version == 1:
+        return format_html('<span class="hashee-kind hashee-kind-first">{}</span>', "first version")
+    if version.breaking:
+        return format_html('<span class="hashee-kind hashee-kind-breaking">{}</span>', "BREAKING")
+    return format_html('<span class="hashee-kind hashee-kind-compatible">{}</span>', "compatible")
+
+
+class DiffStyles:
+    css = {"all": ["agents/admin.css"]}
+
+
 def change_rows(changes: list[dict[str, Any]]) -> str:
     if not changes:
         return format_html("<p>{}</p>", "No changes.")
@@ -75,7 +88,7 @@ class AgentAdminForm(forms.ModelForm):
 
 class ManifestVersionInline(admin.TabularInline):
     model = ManifestVersion
-    fields = ["version_link", "hash", "size_bytes", "breaking", "created_by", "created_at"]
+    fields = ["version_link", "hash", "size_bytes", "kind", "created_by", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -89,6 +102,10 @@ class ManifestVersionInline(admin.TabularInline):
     def version_link(self, obj: ManifestVersion) -> str:
         url = reverse("admin:agents_manifestversion_change", args=[obj.pk])
         return format_html('<a href="{}">v{}</a>', url, obj.version)
+
+    @admin.display(description="kind")
+    def kind(self, obj: ManifestVersion) -> str:
+        return version_kind(obj)
 
 
 class ScopeFilter(admin.SimpleListFilter):
@@ -127,6 +144,7 @@ class AgentAdmin(admin.ModelAdmin):
                        "manifest_size_bytes", "compare_link", "created_at", "updated_at"]
     inlines = [ManifestVersionInline]
     actions = ["pause", "enable", "deprecate"]
+    Media = DiffStyles
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         live = Count("relations", filter=Q(relations__revoked_at__isnull=True), distinct=True)
@@ -205,13 +223,14 @@ def _int(raw: str | None, default: int) -> int:
 
 @admin.register(ManifestVersion)
 class ManifestVersionAdmin(admin.ModelAdmin):
-    list_display = ["agent", "version", "short_hash", "size_bytes", "breaking", "created_by", "created_at"]
+    list_display = ["agent", "version", "short_hash", "size_bytes", "kind", "created_by", "created_at"]
     list_filter = ["breaking"]
     search_fields = ["agent__name", "hash"]
     list_select_related = ["agent", "created_by"]
-    fields = ["agent", "version", "hash", "size_bytes", "breaking", "scopes_requiring_reauth", "warnings",
+    fields = ["agent", "version", "hash", "size_bytes", "kind", "scopes_requiring_reauth", "warnings",
               "created_by", "created_at", "change_table", "pretty_manifest"]
     readonly_fields = fields
+    Media = DiffStyles
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -225,6 +244,10 @@ class ManifestVersionAdmin(admin.ModelAdmin):
     @admin.display(description="hash")
     def short_hash(self, obj: ManifestVersion) -> str:
         return obj.hash[:12]
+
+    @admin.display(description="kind", ordering="breaking")
+    def kind(self, obj: ManifestVersion) -> str:
+        return version_kind(obj)
 
     @admin.display(description="changes from the previous version")
     def change_table(self, obj: ManifestVersion) -> str:

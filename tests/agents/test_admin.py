@@ -81,6 +81,14 @@ def test_admin_pages_render(operator: Client, agent: Agent, manifest: dict) -> N
     compare = operator.get(f"/admin/agents/agent/{agent.pk}/compare/?from=1&to=2").content.decode()
     assert "FLAG_REVOKED" in compare and "BREAKING" in compare
     assert "<code>/<wbr>capability_flags/<wbr>supports_streaming</code>" in compare  # wraps after a slash
+    # A version reads as breaking in red, with its changes marked, on every page that shows it.
+    for page in (f"/admin/agents/manifestversion/{version.pk}/change/", "/admin/agents/manifestversion/",
+                 f"/admin/agents/agent/{agent.pk}/change/"):
+        html = operator.get(page).content.decode()
+        assert '<span class="hashee-kind hashee-kind-breaking">BREAKING</span>' in html, page
+        assert "agents/admin.css" in html, page
+    assert '<span class="hashee-kind hashee-kind-first">first version</span>' in html
+    assert 'class="hashee-breaking"' in operator.get(f"/admin/agents/manifestversion/{version.pk}/change/").content.decode()
 
 
 def test_key_admin_shows_hashes_only(operator: Client, alice: Any) -> None:
