@@ -36,6 +36,14 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
+class AgentStatusFilter(admin.ChoicesFieldListFilter):
+    """The agent's status, titled so: the relation's own status filter is "status"."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.title = "agent status"
+
+
 _page = threading.local()  # states of the changelist page being rendered, per thread
 
 
@@ -43,7 +51,7 @@ _page = threading.local()  # states of the changelist page being rendered, per t
 class RelationAdmin(admin.ModelAdmin):
     list_display = ["id", "user", "agent", "status", "effective_grants", "pending", "acknowledged_manifest_version",
                     "created_at", "revoked_at"]
-    list_filter = [StatusFilter, "agent__status"]
+    list_filter = [StatusFilter, ("agent__status", AgentStatusFilter)]
     search_fields = ["user__username", "agent__name", "granted_scopes"]
     list_select_related = ["user", "agent"]
     fields = ["id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",

@@ -95,3 +95,13 @@ def test_the_relay_tables_filtered_lists_count_once(operator: Client, manifest: 
     counts = [q["sql"] for q in captured if "COUNT(" in q["sql"].upper()]
     assert page.status_code == 200 and len(counts) == 1, counts
     assert "Show all" in page.content.decode()
+
+
+def test_the_relations_list_names_its_two_status_filters_apart(operator: Client, manifest: dict,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("hashee.webhooks.resolve_host", lambda host: ["93.184.216.34"])
+    populate(1, manifest)
+    page = operator.get("/admin/relations/relation/").content.decode()
+    assert "By status" in page and "By agent status" in page
+    paused = operator.get("/admin/relations/relation/?agent__status__exact=paused").content.decode()
+    assert "0 relations" in paused
