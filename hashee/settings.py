@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from here, not from a CDN
     "channels",
     "hashee",
     "agents",
@@ -181,6 +182,12 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "hashee.openapi.add_error_registry",
     ],
+    # /api/docs/ loads Swagger UI from our own static files (the pinned sidecar package):
+    # by default it came from a CDN as swagger-ui-dist@latest, unpinned third-party code
+    # on a page that holds the visitor's session, and a blank page without the Internet.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Threads serving HTTP in each ASGI process (each may hold one database connection).

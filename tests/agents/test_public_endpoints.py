@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -101,11 +102,16 @@ def test_openapi_lists_every_error_code_and_event_type(anon: APIClient) -> None:
     assert "/agents/{agent_id}/manifest/diff" in text
 
 
-def test_api_docs_page_is_served(anon: APIClient) -> None:
+def test_api_docs_page_is_served_with_its_own_files(anon: APIClient) -> None:
     response = anon.get("/api/docs/")
 
     assert response.status_code == 200
-    assert b"swagger" in response.content.lower()
+    html = response.content.decode()
+    assert "swagger" in html.lower()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert any(a.endswith("swagger-ui-bundle.js") for a in assets)
+    for asset in assets:  # no CDN: every script, style and icon comes from this server
+        assert asset.startswith("/static/"), asset
 
 
 def test_unknown_routes_answer_in_the_error_shape(anon: APIClient) -> None:

@@ -466,3 +466,14 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
     for tab in ("", "manifest/", "versions/", "keys/", "webhook/", "settings/"):
         page.goto(f"{server.url}/portal/agents/{agent_id}/{tab}")
         fits(f"the agent's {tab or 'overview'} page")
+
+
+def test_the_api_docs_render_without_the_internet(server: LiveServer, browser: Browser,
+                                                  contexts: list[BrowserContext]) -> None:
+    page = new_page(browser, contexts)
+    outside: list[str] = []
+    page.on("request", lambda request: outside.append(request.url)
+            if not request.url.startswith(server.url) else None)
+    page.goto(f"{server.url}/api/docs/")
+    expect(page.locator(".opblock-summary-path", has_text="/agents/{agent_id}/manifest/diff")).to_be_visible()
+    assert outside == []
