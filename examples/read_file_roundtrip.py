@@ -144,8 +144,10 @@ def key_pair(state_dir: Path, name: str) -> KeyPair:
 
 def terminal_prompt(auto_yes: bool) -> Any:
     def ask(request: PromptRequest) -> bool:
-        print(f"\n[bob's device] agent {request.agent_id} wants to {request.tool_name} "
-              f"{json.dumps(request.arguments)}\n  scope {request.scope} ({request.sensitivity})")
+        what = f" ({request.tool_description})" if request.tool_description else ""
+        print(f"\n[bob's device] {request.agent_name or 'agent ' + request.agent_id} wants to "
+              f"{request.tool_name}{what} {json.dumps(request.arguments)}\n"
+              f"  permission {request.scope} ({request.sensitivity})")
         if auto_yes:
             print("  Allow? [y/N] y (--yes)")
             return True

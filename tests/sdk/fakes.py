@@ -13,11 +13,13 @@ from toolcalls.sdk.rest import HttpResponse
 
 RELATION_ID = "7d1f4f0e-1111-4a4a-9b9b-000000000001"
 AGENT_ID = "7d1f4f0e-2222-4a4a-9b9b-000000000002"
+AGENT_NAME = "Notes helper"
 
 MANIFEST: dict[str, Any] = {
     "schema_version": "1.0", "agent_version": "1.0.0",
     "tools": [
         {"name": "read_file", "description_i18n_key": "agent.cap.read_file.description",
+         "description_fallback": "Read a file you choose",
          "input_schema": {"type": "object", "additionalProperties": False, "required": ["path"],
                           "properties": {"path": {"type": "string", "maxLength": 1024},
                                          "offset": {"type": "integer", "minimum": 0},
@@ -83,7 +85,7 @@ class FakeServer:
             return self._ok({"relation_id": RELATION_ID, "agent_id": AGENT_ID, "granted_scopes": self.granted,
                              "status": self.status})
         if route == ("GET", f"/agents/{AGENT_ID}"):
-            return self._ok({"agent_id": AGENT_ID, "capability_manifest": self.manifest})
+            return self._ok({"agent_id": AGENT_ID, "name": AGENT_NAME, "capability_manifest": self.manifest})
         if route == ("GET", f"/h2a/relations/{RELATION_ID}/keys"):
             return self._ok({"relation_id": RELATION_ID, "user": {"devices": self.devices},
                              "agent": {"agent_id": AGENT_ID, "keys": self.agent_keys}})

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.sdk.fakes import AGENT_ID, RELATION_ID, FakeServer
+from tests.sdk.fakes import AGENT_ID, AGENT_NAME, RELATION_ID, FakeServer
 from toolcalls.sdk import KeyPair, PromptRequest, UserClient, open_, seal
 from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode
 
@@ -109,6 +109,15 @@ def test_high_asks_on_every_call() -> None:
     assert [(p.call_id, p.tool_name, p.scope, p.sensitivity) for p in prompt.asked] == [
         ("c1", "locate", "location:read", "high"), ("c2", "locate", "location:read", "high")]
     assert prompt.asked[0].agent_id == AGENT_ID and prompt.asked[0].relation_id == RELATION_ID
+
+
+def test_the_prompt_names_the_agent_and_says_what_the_tool_does() -> None:
+    prompt = Prompt()
+
+    answer(make_client(prompt=prompt), tool_call("read_file"), tool_call("locate", "c2"))
+
+    assert [(p.agent_name, p.tool_name, p.tool_description) for p in prompt.asked] == [
+        (AGENT_NAME, "read_file", "Read a file you choose"), (AGENT_NAME, "locate", "")]  # locate has none
 
 
 def test_the_prompt_times_out_after_30_seconds_by_default() -> None:

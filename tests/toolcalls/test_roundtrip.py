@@ -10,6 +10,7 @@ import io
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -294,5 +295,7 @@ def test_the_example_reads_a_file_through_a_live_server(live_server_env: tuple[s
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "Allow? [y/N] y" in completed.stdout and "scope filesystem:read (medium)" in completed.stdout
+    assert "Allow? [y/N] y" in completed.stdout and "permission filesystem:read (medium)" in completed.stdout
+    assert re.search(r"\[bob's device\] FileReader \w{6} wants to read_file \(Read a file you choose from this "
+                     r"device\)", completed.stdout), completed.stdout  # named as bob consented to it
     assert completed.stdout.rstrip().endswith("hello from bob's disk")

@@ -53,6 +53,8 @@ class PromptRequest:
     scope: str
     sensitivity: str
     arguments: dict[str, Any]
+    agent_name: str = ""  # as the agent's owner named it (what the user consented to)
+    tool_description: str = ""  # the manifest's description_fallback for this tool
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class RelationView:
     granted: frozenset[str]
     revoked: bool
     manifest: CompiledManifest
+    agent_name: str = ""
 
 
 def _never_group(relation_id: str) -> bool:
@@ -121,7 +124,8 @@ class UserClient(FrameConsumer):
         agent = await call_api(self.transport, "GET", f"/agents/{relation['agent_id']}")
         manifest = agent.get("capability_manifest") or {"tools": [], "permission_scopes": []}
         return RelationView(relation_id, str(relation["agent_id"]), frozenset(relation["granted_scopes"]),
-                            relation["status"] == "revoked", contract.compile_manifest(manifest))
+                            relation["status"] == "revoked", contract.compile_manifest(manifest),
+                            agent_name=str(agent.get("name") or ""))
 
     # --- events ----------------------------------------------------------------------
 
@@ -247,7 +251,8 @@ class UserClient(FrameConsumer):
             if self.policy.is_silent(subject, tool.scope, tool.sensitivity, self.clock()):
                 return APPROVED
             request = PromptRequest(view.relation_id, view.agent_id, str(call["call_id"]), tool.name, tool.scope,
-                                    tool.sensitivity, dict(call["arguments"]))
+                                    tool.sensitivity, dict(call["arguments"]), agent_name=view.agent_name,
+                                    tool_description=tool.description)
             return await self._ask(request)
 
     async def _ask(self, request: PromptRequest) -> str:

@@ -110,6 +110,7 @@ class CompiledTool:
     sensitivity: str
     timeout_ms: int
     validator: ArgumentValidator | None  # None: the schema did not compile (deny by default)
+    description: str = ""  # the manifest's description_fallback, for the prompt
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,8 @@ def _compile_tool(digest: str, tool: dict[str, Any], levels: Mapping[Any, Any]) 
     return CompiledTool(name=tool["name"], scope=scope,
                         sensitivity=sensitivity if sensitivity in ("low", "medium") else "high",
                         timeout_ms=int(tool.get("timeout_ms", 10000)),
-                        validator=_validator(digest, tool["name"], tool.get("input_schema")))
+                        validator=_validator(digest, tool["name"], tool.get("input_schema")),
+                        description=str(tool.get("description_fallback") or ""))
 
 
 def _validator(digest: str, name: str, schema: Any) -> ArgumentValidator | None:
