@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -22,14 +23,17 @@ from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from relations import services as relation_services
 
+DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
+
 
 @login_required
 def discover(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
-    agents = list(agent_selectors.agent_discover(user=request.user, params={"q": query})[:60])
-    cards = [{"agent": a, "scopes": scope_views(a.capability_manifest)} for a in agents]
+    page = Paginator(agent_selectors.agent_discover(user=request.user, params={"q": query}),
+                     DISCOVER_PAGE_SIZE).get_page(request.GET.get("page"))
+    cards = [{"agent": a, "scopes": scope_views(a.capability_manifest)} for a in page.object_list]
     return render(request, "portal/discover.html", {
-        "cards": cards, "q": query, "connected": queries.live_relation_ids(user=request.user)})
+        "cards": cards, "page": page, "q": query, "connected": queries.live_relation_ids(user=request.user)})
 
 
 @login_required

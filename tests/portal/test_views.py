@@ -248,3 +248,22 @@ def test_my_agents_costs_the_same_queries_for_one_agent_or_twenty(alice: User, b
         created = agent_services.agent_create(owner=alice, name=f"Agent {n}", capability_manifest=manifest)[0]
         relation_services.relation_create(user=bob, agent_id=created.pk, granted_scopes=["filesystem:read"])
     assert queries_for_dashboard() == one
+
+
+def test_discovery_pages_through_every_agent_and_keeps_the_search(alice: User, bob: User,
+                                                                  manifest: dict[str, Any]) -> None:
+    for i in range(30):
+        agent_services.agent_create(owner=alice, name=f"Helper {i:02d}", capability_manifest=manifest)
+    client = browser_for(bob)
+
+    first = client.get(reverse("portal:discover")).content.decode()
+    second = client.get(reverse("portal:discover") + "?page=2").content.decode()
+
+    cards = re.findall(r'data-agent-card="([^"]+)"', first) + re.findall(r'data-agent-card="([^"]+)"', second)
+    assert len(cards) == len(set(cards)) == Agent.objects.filter(status="enabled").count() == 30
+    assert "Page 1 of 2" in first and 'href="?page=2"' in first
+    assert "Page 2 of 2" in second and 'href="?page=1"' in second
+    searched = client.get(reverse("portal:discover") + "?q=Helper+1").content.decode()
+    assert len(re.findall(r"data-agent-card=", searched)) == 10 and "Page 1 of" not in searched  # one page
+    narrowed = client.get(reverse("portal:discover") + "?q=Help").content.decode()
+    assert 'href="?page=2&amp;q=Help"' in narrowed  # the next page searches the same
