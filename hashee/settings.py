@@ -199,6 +199,9 @@ HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", 
 # Messages (ciphertext to us) are kept this long for recipients who were away, like the
 # message.new events that carry them; purge_events deletes older ones.
 HASHEE_MESSAGE_RETENTION_DAYS = int(os.environ.get("HASHEE_MESSAGE_RETENTION_DAYS", "30"))
+# The admin's unfiltered event and message lists count by the planner's estimate from
+# this many rows on (PostgreSQL; COUNT(*) reads the whole table).
+HASHEE_ADMIN_ESTIMATED_COUNT_FROM = int(os.environ.get("HASHEE_ADMIN_ESTIMATED_COUNT_FROM", "100000"))
 # Each process also re-reads the log this often, in case a doorbell was lost.
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
 

@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from hashee.admin import EstimatedCountPaginator
 from toolcalls.models import IdempotencyKey, Message
 
 
@@ -20,6 +21,7 @@ class MessageAdmin(admin.ModelAdmin):
               "created_at"]
     readonly_fields = fields
     show_full_result_count = False  # a filtered list counts once, not twice (the table is the relay's)
+    paginator = EstimatedCountPaginator  # and an unfiltered one by the planner's estimate
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).defer("payload")
