@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -93,6 +94,15 @@ def client_for(user: User | None = None, secret: str | None = None) -> APIClient
         _, secret = api_key_create(user=user)
     if secret is not None:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def operator(db: Any) -> Client:
+    """A logged-in superuser in the Django admin."""
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.login(username="root", password="pw")
     return client
 
 

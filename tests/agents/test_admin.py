@@ -7,21 +7,12 @@ import json
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from agents import services
 from agents.models import Agent
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def operator(db: Any) -> Client:
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    return client
 
 
 def form_data(agent: Agent, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -22,14 +22,6 @@ LIST_PAGES = ["/admin/agents/agent/", "/admin/agents/manifestversion/", "/admin/
               "/admin/hashee/webhookdelivery/"]
 
 
-@pytest.fixture
-def operator(db: Any) -> Client:
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    return client
-
-
 def populate(count: int, manifest: dict[str, Any]) -> None:
     from hashee.auth import api_key_create
 

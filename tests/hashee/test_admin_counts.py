@@ -16,14 +16,6 @@ from hashee.events import event_emit
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def operator(db: Any) -> Client:
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    return client
-
-
 def counts(client: Client, url: str) -> tuple[str, list[str]]:
     with CaptureQueriesContext(connection) as captured:
         response = client.get(url)

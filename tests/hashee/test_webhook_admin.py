@@ -3,8 +3,6 @@ message's (encrypted) payload."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
@@ -19,14 +17,6 @@ pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/hashee/webhookdelivery/"
 CIPHERTEXT = "c2VhbGVkLWJveC1jaXBoZXJ0ZXh0LW9ubHktdGhlLWFnZW50LWNhbi1vcGVu"
-
-
-@pytest.fixture
-def operator(db: Any) -> Client:
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    return client
 
 
 def message_delivery(agent: Agent) -> WebhookDelivery:
