@@ -77,8 +77,14 @@ def recent_deliveries(*, agent: Agent) -> list[WebhookDelivery]:
 
 
 def connections(*, user: Any) -> list[Connection]:
-    """The user's relations, live first, each with its effective state."""
-    relations = list(relations_of_user(user=user))
+    """The user's relations, live first, each with its effective state. Of an agent the
+    user disconnected from, only the latest relation shows, and none once reconnected."""
+    relations, seen = [], set()
+    for relation in sorted(relations_of_user(user=user),
+                           key=lambda r: (r.revoked_at is not None, -(r.revoked_at or r.created_at).timestamp())):
+        if relation.agent_id not in seen:
+            seen.add(relation.agent_id)
+            relations.append(relation)
     states = relation_states(relations)
     found = [Connection(relation=r, state=states[r.pk]) for r in relations]
     found.sort(key=lambda c: (c.relation.revoked_at is not None, not c.needs_reconsent))

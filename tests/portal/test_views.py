@@ -267,3 +267,22 @@ def test_discovery_pages_through_every_agent_and_keeps_the_search(alice: User, b
     assert len(re.findall(r"data-agent-card=", searched)) == 10 and "Page 1 of" not in searched  # one page
     narrowed = client.get(reverse("portal:discover") + "?q=Help").content.decode()
     assert 'href="?page=2&amp;q=Help"' in narrowed  # the next page searches the same
+
+
+def test_a_disconnected_agent_shows_once_without_its_old_permissions_and_offers_to_connect_again(
+        bob: User, agent: Agent) -> None:
+    client = browser_for(bob)
+    for _ in range(2):  # connected and disconnected twice: one card
+        relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
+        assert client.post(reverse("portal:connection-revoke", args=[relation.pk])).status_code == 302
+
+    page = client.get(reverse("portal:connections")).content.decode()
+    assert page.count("data-connection=") == 1
+    assert "data-disconnected" in page and "can no longer ask for anything" in page
+    assert "permission granted" not in page  # what it had is not what it has
+    assert f'href="{reverse("portal:connect", args=[agent.pk])}"' in page
+
+    relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
+    page = client.get(reverse("portal:connections")).content.decode()
+    assert page.count("data-connection=") == 1 and "data-disconnected" not in page  # reconnected
+    assert "1 permission granted: filesystem:read" in page
