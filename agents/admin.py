@@ -95,6 +95,9 @@ class ManifestVersionInline(admin.TabularInline):
     show_change_link = False
     ordering = ["-version"]
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ManifestVersion]:
+        return super().get_queryset(request).select_related("agent", "created_by")
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -231,6 +234,9 @@ class ManifestVersionAdmin(admin.ModelAdmin):
               "created_by", "created_at", "change_table", "pretty_manifest"]
     readonly_fields = fields
     Media = DiffStyles
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ManifestVersion]:
+        return super().get_queryset(request).select_related("agent", "created_by")  # its title names the agent
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

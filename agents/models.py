@@ -83,7 +83,8 @@ class ManifestVersion(models.Model):
         constraints = [models.UniqueConstraint(fields=["agent", "version"], name="unique_agent_version")]
 
     def __str__(self) -> str:
-        return f"{self.agent_id} v{self.version}"
+        agent = self.agent.name if ManifestVersion.agent.is_cached(self) else self.agent_id  # no query
+        return f"{agent} v{self.version}"
 
     @property
     def breaking_changes(self) -> list[dict[str, Any]]:

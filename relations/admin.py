@@ -59,6 +59,9 @@ class RelationAdmin(admin.ModelAdmin):
               "revoked_at"]
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Relation]:
+        return super().get_queryset(request).select_related("user", "agent")  # and its title reads names
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # relations are the users' consent: created by users only
 

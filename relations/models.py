@@ -42,7 +42,11 @@ class Relation(models.Model):
         indexes = [models.Index(fields=["agent", "revoked_at", "acknowledged_manifest_version"])]
 
     def __str__(self) -> str:
-        return f"{self.user_id} ↔ {self.agent_id}"
+        """Names when the user and agent are loaded (the admin loads them), ids otherwise:
+        printing a relation never costs a query."""
+        user = self.user.get_username() if Relation.user.is_cached(self) else self.user_id
+        agent = self.agent.name if Relation.agent.is_cached(self) else self.agent_id
+        return f"{user} ↔ {agent}"
 
     @property
     def is_live(self) -> bool:

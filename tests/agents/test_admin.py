@@ -89,3 +89,16 @@ def test_key_admin_shows_hashes_only(operator: Client, alice: Any) -> None:
 
     page = operator.get("/admin/agents/apikey/").content.decode()
     assert secret not in page and secret[4:12] in page
+
+
+def test_a_relation_and_a_version_are_titled_by_name_in_the_admin(operator: Client, agent: Agent, bob: Any) -> None:
+    from relations import services as relation_services
+
+    relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
+    version = agent.versions.get(version=1)
+
+    page = operator.get(f"/admin/relations/relation/{relation.pk}/change/").content.decode()
+    assert f"bob ↔ {agent.name}" in page
+    page = operator.get(f"/admin/agents/manifestversion/{version.pk}/change/").content.decode()
+    assert f"{agent.name} v1" in page
+    assert str(type(relation).objects.get(pk=relation.pk)) == f"{bob.pk} ↔ {agent.pk}"  # unloaded: no query
