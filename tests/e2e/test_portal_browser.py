@@ -214,6 +214,8 @@ def test_owner_creates_an_agent_and_publishes_a_breaking_version(server: LiveSer
 
     page.fill("textarea[name=capability_manifest]", manifest_text(DEMO_MANIFEST))
     expect(page.locator("[data-editor-status]")).to_have_attribute("data-state", "ok")
+    # A keyboard user sees where the focus is: the editor is ringed while its text has it.
+    assert page.locator(".editor-card").evaluate("e => getComputedStyle(e).outlineStyle") == "solid"
     expect(page.locator(".gutter .ln.err")).to_have_count(0)
     page.click("[data-save]")
     expect(page.locator(".agent-title h1")).to_contain_text("Notes")
