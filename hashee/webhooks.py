@@ -3,13 +3,13 @@
 The URL policy: no delivery to private, loopback or link-local addresses unless
 ``HASHEE_WEBHOOK_ALLOW_PRIVATE`` is set (checked on save, again at delivery, and on the
 very addresses the worker connects to, so that a DNS answer changed since the check
-cannot steer it to an internal address).
+cannot steer it to an internal address). An IPv6 address that embeds an IPv4 address
+(NAT64, 6to4, Teredo, mapped) is judged by that address (hashee.core.addresses).
 Delivery: recorded in the caller's transaction, sent and retried by a worker.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -32,6 +32,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from agents.models import Agent
+from hashee.core.addresses import is_public_address
 from hashee.errors import HasheeError
 from hashee.webhook_models import WebhookAttempt, WebhookDelivery
 
@@ -41,11 +42,6 @@ logger = logging.getLogger(__name__)
 def _invalid(message: str) -> HasheeError:
     return HasheeError("VALIDATION_ERROR", message,
                        [{"path": "/webhook_url", "code": "INVALID_WEBHOOK_URL", "message": message}])
-
-
-def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    return ip.is_global and not ip.is_multicast
 
 
 def resolve_host(host: str) -> list[str]:
