@@ -124,8 +124,12 @@ def webhook_sign(*, secret: str, msg_id: str, timestamp: datetime, body: str,
 
 def webhook_secrets_forget_expired(*, now: datetime) -> int:
     """Erase the previous secrets whose rotation overlap has ended; how many."""
-    return Agent.objects.filter(webhook_secret_previous_expires_at__lte=now).update(
-        webhook_secret_previous="", webhook_secret_previous_expires_at=None)
+    expired = Agent.objects.filter(webhook_secret_previous_expires_at__lte=now)
+    # Read first: on SQLite even an UPDATE that matches nothing takes the write lock, and
+    # the worker asks every second.
+    if not expired.exists():
+        return 0
+    return expired.update(webhook_secret_previous="", webhook_secret_previous_expires_at=None)
 
 
 def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
