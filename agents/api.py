@@ -24,6 +24,7 @@ from agents.serializers import (
     ValidateOutput,
     VersionOutput,
     VersionSummaryOutput,
+    WebhookSecretOutput,
 )
 from hashee.api import IsUser, Pagination, json_body, validated
 from hashee.auth import api_key_create, api_key_revoke
@@ -121,6 +122,19 @@ class AgentDetailView(APIView):
         if secret:
             body["webhook_secret"] = secret
         return Response(body, headers=_etag(agent))
+
+
+class WebhookSecretRotateView(APIView):
+    """The owner replaces the webhook secret; the old one keeps signing for an overlap."""
+
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="agents_webhook_secret_rotate", request=None, responses={
+        200: WebhookSecretOutput, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
+    def post(self, request: Request, agent_id: str) -> Response:
+        agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
+        agent, _secret = services.agent_rotate_webhook_secret(agent_id=agent.pk, actor=request.user)
+        return Response(WebhookSecretOutput(agent).data, headers={"Cache-Control": "no-store"})
 
 
 def _forbid_agent_key() -> bool:

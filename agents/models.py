@@ -38,6 +38,11 @@ class Agent(models.Model):
     webhook_url = models.URLField(blank=True, max_length=500)
     # Kept readable because the server signs every delivery with it (Standard Webhooks).
     webhook_secret = models.CharField(max_length=80, blank=True, editable=False)
+    # The secret before the last rotation: deliveries carry its signature too until it
+    # expires (receivers switch over meanwhile), then the webhook worker forgets it.
+    webhook_secret_previous = models.CharField(max_length=80, blank=True, editable=False)
+    webhook_secret_previous_expires_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
+    webhook_secret_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

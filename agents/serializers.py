@@ -71,6 +71,13 @@ class ManifestUpdateOutput(serializers.Serializer):
     webhook_secret = serializers.CharField(required=False)
 
 
+class WebhookSecretOutput(serializers.Serializer):
+    webhook_secret = serializers.CharField(help_text="The new `whsec_` secret, shown only here.")
+    previous_secret_expires_at = serializers.DateTimeField(
+        source="webhook_secret_previous_expires_at",
+        help_text="Until then deliveries carry the old secret's signature too; then it is forgotten.")
+
+
 class VersionSummaryOutput(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
 

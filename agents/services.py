@@ -6,9 +6,12 @@ import base64
 import logging
 import secrets
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from agents.models import Agent, ManifestVersion
 from hashee.core.diff import DiffResult, diff_manifests
@@ -211,6 +214,33 @@ def _webhook_secret_for(url: str, *, current_url: str, has_secret: bool = False)
 def webhook_secret_new() -> str:
     # Standard Webhooks secrets are base64 after the prefix (its libraries decode them).
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def agent_rotate_webhook_secret(*, agent_id: Any, actor: Any, now: datetime | None = None) -> tuple[Agent, str]:
+    """Issue a new webhook secret and return it (shown once). Deliveries carry the old
+    secret's signature too until ``webhook_secret_previous_expires_at``; a second rotation
+    before then ends the first one's overlap. Raises WEBHOOK_NOT_CONFIGURED without a secret."""
+    now = now or timezone.now()
+    expires_at = now + timedelta(hours=settings.HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS)
+    secret = webhook_secret_new()
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().select_related("owner").get(pk=agent_id)
+        if not agent.webhook_secret:
+            raise HasheeError("WEBHOOK_NOT_CONFIGURED", "This agent has no webhook secret yet: set a webhook_url first.")
+        fields = {"webhook_secret": secret, "webhook_secret_previous": agent.webhook_secret,
+                  "webhook_secret_previous_expires_at": expires_at, "webhook_secret_rotated_at": now}
+        # update(), not save(): nothing here concerns the manifest's post_save receiver.
+        Agent.objects.filter(pk=agent.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(agent, name, value)
+        event_emit(type="agent.webhook_secret_rotated", user=agent.owner, agent=agent,
+                   data={"agent_id": str(agent.pk), "previous_secret_expires_at": _iso(expires_at)})
+    logger.info("webhook secret of agent %s rotated by user %s", agent.pk, getattr(actor, "pk", None))
+    return agent, secret
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any) -> ManifestUpdate | None:

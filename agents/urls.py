@@ -16,6 +16,8 @@ urlpatterns = [
          name="agent-card-v1"),
     path("agents/<uuid:agent_id>/.well-known/agent.json", api.WellKnownAgentJsonView.as_view(),
          name="agent-card-seed"),
+    path("agents/<uuid:agent_id>/webhook/rotate-secret", api.WebhookSecretRotateView.as_view(),
+         name="agent-webhook-secret-rotate"),
     path("agents/<uuid:agent_id>/credentials", api.AgentCredentialListView.as_view(), name="agent-credentials"),
     path("agents/<uuid:agent_id>/credentials/<int:key_id>", api.AgentCredentialDetailView.as_view(),
          name="agent-credential"),

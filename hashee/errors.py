@@ -48,6 +48,7 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("IDEMPOTENCY_KEY_IN_USE", 409, "A request with this Idempotency-Key is still running."),
     ErrorCode("SERVICE_UNAVAILABLE", 503, "A backing service (database, cache) is unavailable; retry later."),
     ErrorCode("INTERNAL_ERROR", 500, "An unexpected server error."),
+    ErrorCode("WEBHOOK_NOT_CONFIGURED", 409, "The agent has no webhook secret to rotate: set a webhook_url first."),
     ErrorCode("KEY_LIMIT_REACHED", 409, "Too many live public keys (20 devices per user, 20 keys per agent); revoke one first."),
 )
 

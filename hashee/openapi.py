@@ -14,6 +14,7 @@ EVENT_TYPES: dict[str, str] = {
     "h2a.relation_revoked": "{relation}",
     "message.new": "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
     "agent.telemetry_warning": "{agent_id, manifest_version, code, size_bytes}",
+    "agent.webhook_secret_rotated": "{agent_id, previous_secret_expires_at} (to the owner and the agent; never the secret)",
     "resync_required": "{}",
 }
 

@@ -194,6 +194,9 @@ SPECTACULAR_SETTINGS = {
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
 HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
+# After a webhook secret is rotated, deliveries are signed with the old one too for this
+# long (Standard Webhooks allows several signatures), then the old one is forgotten.
+HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS = float(os.environ.get("HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS", "24"))
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))
 # Messages (ciphertext to us) are kept this long for recipients who were away, like the

@@ -3,13 +3,13 @@
 The URL policy: no delivery to private, loopback or link-local addresses unless
 ``HASHEE_WEBHOOK_ALLOW_PRIVATE`` is set (checked on save, again at delivery, and on the
 very addresses the worker connects to, so that a DNS answer changed since the check
-cannot steer it to an internal address).
+cannot steer it to an internal address). An IPv6 address that embeds an IPv4 address
+(NAT64, 6to4, Teredo, mapped) is judged by that address (hashee.core.addresses).
 Delivery: recorded in the caller's transaction, sent and retried by a worker.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
@@ -32,6 +32,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from agents.models import Agent
+from hashee.core.addresses import is_public_address
 from hashee.errors import HasheeError
 from hashee.webhook_models import WebhookAttempt, WebhookDelivery
 
@@ -41,11 +42,6 @@ logger = logging.getLogger(__name__)
 def _invalid(message: str) -> HasheeError:
     return HasheeError("VALIDATION_ERROR", message,
                        [{"path": "/webhook_url", "code": "INVALID_WEBHOOK_URL", "message": message}])
-
-
-def is_public_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    return ip.is_global and not ip.is_multicast
 
 
 def resolve_host(host: str) -> list[str]:
@@ -111,14 +107,29 @@ def webhook_enqueue(*, agent: Agent, event_type: str, data: dict[str, Any],
                                           msg_id=f"msg_{uuid.uuid4().hex}", next_attempt_at=now, created_at=now)
 
 
-def webhook_sign(*, secret: str, msg_id: str, timestamp: datetime, body: str) -> dict[str, str]:
-    """The Standard Webhooks headers of one request (``timestamp`` must be aware)."""
+def webhook_sign(*, secret: str, msg_id: str, timestamp: datetime, body: str,
+                 previous_secret: str = "") -> dict[str, str]:
+    """The Standard Webhooks headers of one request (``timestamp`` must be aware). With
+    ``previous_secret`` (a rotation's overlap) it carries both signatures, the new first:
+    a receiver still on the old secret verifies, as does one already on the new."""
     utc = timestamp.astimezone(UTC)
+    keys = [secret, previous_secret] if previous_secret else [secret]
+    signatures = [Webhook(key).sign(msg_id=msg_id, timestamp=utc, data=body) for key in keys]
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(math.floor(utc.timestamp())),
-        "webhook-signature": Webhook(secret).sign(msg_id=msg_id, timestamp=utc, data=body),
+        "webhook-signature": " ".join(signatures),
     }
+
+
+def webhook_secrets_forget_expired(*, now: datetime) -> int:
+    """Erase the previous secrets whose rotation overlap has ended; how many."""
+    expired = Agent.objects.filter(webhook_secret_previous_expires_at__lte=now)
+    # Read first: on SQLite even an UPDATE that matches nothing takes the write lock, and
+    # the worker asks every second.
+    if not expired.exists():
+        return 0
+    return expired.update(webhook_secret_previous="", webhook_secret_previous_expires_at=None)
 
 
 def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
@@ -141,6 +152,7 @@ def webhook_deliver_due(*, now: datetime | None = None, limit: int = 100,
     own_client = client is None
     http = client if client is not None else webhook_client()
     attempted = 0
+    webhook_secrets_forget_expired(now=timezone.now())  # real time, like _signing_secrets
     try:
         while attempted < limit:
             at = now or timezone.now()
@@ -251,16 +263,25 @@ class _Outcome:
 
 
 def _attempt(delivery: WebhookDelivery, *, http: httpx.Client, now: datetime) -> None:
-    # The URL and secret current now, not at enqueue time: the owner may have fixed them.
-    agent = Agent.objects.filter(pk=delivery.agent_id).only("id", "webhook_url", "webhook_secret").first()
+    # The URL and secrets current now, not at enqueue time: the owner may have changed them.
+    agent = Agent.objects.filter(pk=delivery.agent_id).only(
+        "id", "webhook_url", "webhook_secret", "webhook_secret_previous", "webhook_secret_previous_expires_at").first()
     if agent is None or not agent.webhook_url:
         outcome = _Outcome(url="", error=URL_REMOVED, permanent=True)
     else:
-        outcome = _send(delivery, url=agent.webhook_url, secret=agent.webhook_secret, http=http)
+        outcome = _send(delivery, url=agent.webhook_url, secrets=_signing_secrets(agent), http=http)
     _record(delivery, outcome, now=now)
 
 
-def _send(delivery: WebhookDelivery, *, url: str, secret: str, http: httpx.Client) -> _Outcome:
+def _signing_secrets(agent: Agent) -> tuple[str, str]:
+    """The current secret, and the previous one while its overlap lasts (else "")."""
+    expires_at = agent.webhook_secret_previous_expires_at
+    # The wall clock, like the signature's timestamp: the overlap is real time.
+    overlapping = expires_at is not None and timezone.now() < expires_at
+    return agent.webhook_secret, agent.webhook_secret_previous if overlapping else ""
+
+
+def _send(delivery: WebhookDelivery, *, url: str, secrets: tuple[str, str], http: httpx.Client) -> _Outcome:
     try:
         webhook_url_check(url, require_resolution=True)
     except HasheeError as exc:
@@ -270,7 +291,8 @@ def _send(delivery: WebhookDelivery, *, url: str, secret: str, http: httpx.Clien
     body = _body(delivery.payload)
     try:
         # The wall clock, not the step's clock: receivers reject stale timestamps.
-        signed = webhook_sign(secret=secret, msg_id=delivery.msg_id, timestamp=timezone.now(), body=body)
+        signed = webhook_sign(secret=secrets[0], previous_secret=secrets[1], msg_id=delivery.msg_id,
+                              timestamp=timezone.now(), body=body)
     except (ValueError, EmptyWebhookSecretError):
         return _Outcome(url=url, error="the agent has no valid webhook secret")
     headers = {"content-type": "application/json", "user-agent": USER_AGENT, **signed}

@@ -40,6 +40,8 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
             "v": data.get("new_manifest_version")}
     if event_type == "agent.manifest_updated":
         return "info", _("Version %(v)s published") % {"v": data.get("new_manifest_version")}
+    if event_type == "agent.webhook_secret_rotated":
+        return "info", _("Webhook signing secret rotated")
     return None
 
 

@@ -36,7 +36,13 @@ class WebhookForm(forms.Form):
                                  widget=forms.URLInput(attrs={"placeholder": "https://agent.example.com/hashee"}))
 
 
-class KeyCreateForm(forms.Form):
+class OnceForm(forms.Form):
+    """A form that creates a secret, sent at most once (portal.common.form_token_spend)."""
+
+    form_token = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+class KeyCreateForm(OnceForm):
     name = forms.CharField(label=_("Label"), max_length=100, required=False,
                            widget=forms.TextInput(attrs={"placeholder": _("e.g. production runtime")}))
 

@@ -28,6 +28,8 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/keys/", integrations.agent_keys, name="agent-keys"),
     path("agents/<uuid:agent_id>/keys/<int:key_id>/revoke", integrations.agent_key_revoke, name="agent-key-revoke"),
     path("agents/<uuid:agent_id>/webhook/", integrations.agent_webhook, name="agent-webhook"),
+    path("agents/<uuid:agent_id>/webhook/rotate-secret", integrations.agent_webhook_secret_rotate,
+         name="agent-webhook-secret-rotate"),
     path("agents/<uuid:agent_id>/deliveries/<int:delivery_id>/redeliver", integrations.delivery_redeliver,
          name="delivery-redeliver"),
     path("agents/<uuid:agent_id>/live/<slug:region>", live.agent_region, name="agent-live"),

@@ -26,7 +26,7 @@ from hashee.core.diff import diff_manifests
 from hashee.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
 from hashee.errors import HasheeError
 from portal import activity, queries
-from portal.common import agent_owner_view, not_found, secret_pop
+from portal.common import agent_owner_view, not_found
 from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm
 from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_views
 from portal.preview import Preview, manifest_preview
@@ -69,8 +69,7 @@ def _editor_limits() -> dict[str, int]:
 @agent_owner_view
 def agent_detail(request: HttpRequest, agent: Agent) -> HttpResponse:
     return render(request, "portal/agents/detail.html", {
-        "agent": agent, "tab": "overview", **overview_context(agent),
-        "secret_once": secret_pop(request)})
+        "agent": agent, "tab": "overview", **overview_context(agent)})
 
 
 def overview_context(agent: Agent) -> dict[str, Any]:

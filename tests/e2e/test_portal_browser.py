@@ -364,6 +364,14 @@ def test_keys_are_shown_once_and_webhook_deliveries_update_live(server: LiveServ
     page.fill("input[name=webhook_url]", f"http://127.0.0.1:{_free_port()}/hashee")
     page.click("text=Save webhook")
     expect(page.locator("[data-secret]")).to_contain_text("whsec_")
+    first_secret = page.locator("[data-secret]").inner_text()
+    page.click("[data-rotate-secret]")  # confirmed: the page accepts every dialog
+    expect(page.locator("[data-secret]")).to_contain_text("whsec_")
+    assert page.locator("[data-secret]").inner_text() != first_secret
+    expect(page.locator("[data-rotated]")).to_contain_text("previous secret")
+    page.reload()  # re-sends the rotation's POST: refused as already sent, no third secret
+    expect(page.locator("[data-secret-once]")).to_have_count(0)
+    expect(page.locator(".flash-info")).to_contain_text("already sent")
     wait_live(page)
     with server.api(server.bob_key) as api:
         assert api.post("/h2a/relations", json={"agent_id": agent_id, "granted_scopes": []}).status_code == 201

@@ -130,6 +130,9 @@ def test_a_host_rebound_to_loopback_after_its_check_is_not_contacted(
 @pytest.mark.parametrize("answer", [
     ["127.0.0.1"], ["10.0.0.7"], ["192.168.1.20"], ["169.254.169.254"], ["100.64.0.1"], ["::1"], ["fe80::1"],
     ["fd00::7"], [PUBLIC, "10.0.0.7"],
+    # IPv6 forms a translator or tunnel delivers to an embedded private IPv4 address
+    ["64:ff9b::7f00:1"], ["64:ff9b:1::a00:7"], ["2002:a9fe:a9fe::1"], ["::10.0.0.7"], ["::ffff:0:7f00:1"],
+    ["2001:0:4136:e378:8000:63bf:80ff:fffe"],
 ], ids=str)
 def test_a_host_rebound_to_any_refused_address_is_never_connected_to(
         mallorys_agent: Agent, dns: FakeDNS, connections: list[str], answer: list[str]) -> None:

@@ -256,3 +256,20 @@ def test_only_the_start_of_a_large_response_is_kept(observed_agent: Agent, recei
     excerpt = fresh(delivery).attempts.get().response_excerpt
     assert excerpt == "\N{REPLACEMENT CHARACTER}" + "x" * 499
     assert delivery.status == "delivered"
+
+
+@pytest.mark.parametrize("host", [
+    "[64:ff9b::7f00:1]", "[64:ff9b:1::a9fe:a9fe]", "[2002:a00:7::1]", "[::10.0.0.7]", "[::ffff:0:7f00:1]",
+    "[2001:0:4136:e378:8000:63bf:80ff:fffe]",
+], ids=str)
+def test_a_webhook_url_on_an_ipv6_form_of_a_private_ipv4_address_is_refused_on_save(
+        alice_api: Any, host: str, settings: Any) -> None:
+    settings.HASHEE_WEBHOOK_ALLOW_PRIVATE = False
+
+    response = alice_api.post("/agents", {"name": "Tunnel", "webhook_url": f"http://{host}/hook"}, format="json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR"
+    assert [(d["path"], d["code"]) for d in error["details"]] == [("/webhook_url", "INVALID_WEBHOOK_URL")]
+    assert not Agent.objects.filter(name="Tunnel").exists()

@@ -31,8 +31,8 @@ DENIED = {401, 403, 404}
 # Object routes by URL name (the API's; the portal's and the admin's are session-only HTML).
 OBJECT_ROUTES = {
     "agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1", "agent-card-seed",
-    "agent-credentials", "agent-credential", "agent-keys", "agent-key", "relation", "messages", "relation-keys",
-    "device-key", "events",
+    "agent-credentials", "agent-credential", "agent-keys", "agent-key", "agent-webhook-secret-rotate", "relation",
+    "messages", "relation-keys", "device-key", "events",
 }
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
                 "agent-card-seed"}

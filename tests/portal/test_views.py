@@ -36,6 +36,13 @@ def browser_for(user: User) -> Client:
     return client
 
 
+def form_token_in(page: str) -> str:
+    """The one-time token of the page's form that creates a secret."""
+    found = re.search(r'name="form_token" value="([^"]+)"', page)
+    assert found, "the page has no one-time form token"
+    return found.group(1)
+
+
 def state_of(relation: Relation) -> RelationState:
     return relation_states([relation])[relation.pk]
 
@@ -176,9 +183,9 @@ def test_creating_an_agent_with_an_invalid_manifest_creates_nothing(alice: User,
 def test_a_new_key_is_shown_once_and_only_its_hash_is_kept(alice: User, agent: Agent) -> None:
     client = browser_for(alice)
     url = reverse("portal:agent-keys", args=[agent.pk])
-    client.post(url, {"name": "runtime"})
+    token = form_token_in(client.get(url).content.decode())
+    first = client.post(url, {"name": "runtime", "form_token": token}).content.decode()  # shown in the answer
     key = ApiKey.objects.get(agent=agent)
-    first = client.get(url).content.decode()
     secrets_shown = set(re.findall(r"hak_[A-Za-z0-9_-]{40,}", first))
     assert len(secrets_shown) == 1
     secret = secrets_shown.pop()
