@@ -110,14 +110,24 @@ class PublicKeyField(serializers.CharField):
     def to_internal_value(self, data: Any) -> str:
         text = super().to_internal_value(data)
         try:
-            wire.public_key_bytes(text)
+            self.check(wire.public_key_bytes(text))
         except ValueError as exc:
             raise serializers.ValidationError(f"expected base64 of 32 bytes: {exc}", code="INVALID_VALUE") from None
         return text
 
+    def check(self, raw: bytes) -> None:
+        """Raises ValueError for a key that is not acceptable."""
+
+
+class X25519KeyField(PublicKeyField):
+    """An X25519 public key; a key of small order (a shared secret anyone knows) is refused."""
+
+    def check(self, raw: bytes) -> None:
+        wire.checked_x25519(raw)
+
 
 class PublicKeysInput(serializers.Serializer):
-    x25519_public = PublicKeyField(help_text="base64 of the raw 32-byte X25519 public key (encryption)")
+    x25519_public = X25519KeyField(help_text="base64 of the raw 32-byte X25519 public key (encryption)")
     ed25519_public = PublicKeyField(help_text="base64 of the raw 32-byte Ed25519 public key (signatures)")
     key_id = serializers.RegexField(wire.KEY_ID_PATTERN, required=False,
                                     help_text="Optional; if given it must equal the id derived from the keys")

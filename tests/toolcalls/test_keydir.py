@@ -189,3 +189,16 @@ def test_the_key_directory_is_in_the_openapi_document(anon: APIClient) -> None:
     assert "get" in paths["/h2a/relations/{relation_id}/keys"]
     assert "KEY_LIMIT_REACHED" in schema["x-error-codes"]
     assert "DeviceKeyInput" in str(schema["components"]["schemas"])
+
+
+@pytest.mark.parametrize("point", [bytes(32), bytes([1]) + bytes(31), bytes([0xEC]) + b"\xff" * 30 + b"\x7f"],
+                         ids=["zero", "one", "p-minus-one"])
+def test_mallory_cannot_publish_a_small_order_encryption_key(bob_api: APIClient, point: bytes) -> None:
+    # Every shared secret with such a key is known to anyone: nothing sealed to it is private.
+    response = bob_api.post("/keys/devices", {"device_id": "laptop", **public(), "x25519_public": b64encode(point)},
+                            format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert response.json()["error"]["details"][0]["path"] == "/x25519_public"
+    assert not DeviceKey.objects.exists()
