@@ -17,6 +17,7 @@ from relations.models import Relation
 from relations.selectors import AudienceSummary as Audience
 from relations.selectors import audience_summaries, relation_states, relations_of_user
 from relations.state import RelationState
+from toolcalls.keydir_models import DeviceKey
 
 RECENT_DELIVERIES = 20
 
@@ -70,6 +71,21 @@ def agent_keys(*, agent: Agent) -> list[ApiKey]:
 
 def user_keys(*, user: Any) -> list[ApiKey]:
     return list(ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER).order_by("revoked_at", "-created_at"))
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    key: DeviceKey
+    approved_by: str  # the approving device's name, "" for the first device
+
+
+def devices(*, user: Any) -> list[DeviceRow]:
+    """The user's live device keys, pending first, each with its approver's device name."""
+    keys = list(DeviceKey.objects.filter(user=user, revoked_at__isnull=True).order_by("-created_at"))
+    names = dict(DeviceKey.objects.filter(user=user, key_id__in=[k.approved_by_key_id for k in keys])
+                 .values_list("key_id", "device_id"))
+    rows = [DeviceRow(key, names.get(key.approved_by_key_id, key.approved_by_key_id)) for key in keys]
+    return sorted(rows, key=lambda row: row.key.approved_at is not None)
 
 
 def recent_deliveries(*, agent: Agent) -> list[WebhookDelivery]:

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.i18n import set_language
 
-from portal import consent, integrations, live, views
+from portal import consent, devices, integrations, live, views
 
 app_name = "portal"
 
@@ -16,6 +16,8 @@ urlpatterns = [
     path("language/", set_language, name="set-language"),
     path("keys/", integrations.user_keys, name="keys"),
     path("keys/<int:key_id>/revoke", integrations.user_key_revoke, name="key-revoke"),
+    path("devices/", devices.devices, name="devices"),
+    path("devices/<str:device_id>/revoke", devices.device_revoke, name="device-revoke"),
     path("manifests/preview", views.manifest_preview_new, name="manifest-preview"),
     path("agents/new/", views.agent_new, name="agent-new"),
     path("agents/<uuid:agent_id>/", views.agent_detail, name="agent"),

@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from hashee.admin import EstimatedCountPaginator
+from toolcalls.keydir_models import AgentKey, DeviceKey
 from toolcalls.models import IdempotencyKey, Message
 
 
@@ -43,3 +44,36 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+class PublishedKeysAdmin(admin.ModelAdmin):
+    """Public keys only; they change through the key directory's services (SDK, portal)."""
+
+    readonly_fields: list[str] = []
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DeviceKey)
+class DeviceKeyAdmin(PublishedKeysAdmin):
+    list_display = ["user", "device_id", "key_id", "status", "approved_by_key_id", "created_at", "revoked_at"]
+    list_filter = [("approved_at", admin.EmptyFieldListFilter), ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["user__username", "device_id", "key_id"]
+    list_select_related = ["user"]
+    fields = ["user", "device_id", "key_id", "status", "x25519_public", "ed25519_public", "approved_by_key_id",
+              "approval", "approved_at", "created_at", "revoked_at"]
+    readonly_fields = fields
+
+
+@admin.register(AgentKey)
+class AgentKeyAdmin(PublishedKeysAdmin):
+    list_display = ["agent", "key_id", "created_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["agent__name", "key_id"]
+    list_select_related = ["agent"]
+    fields = ["agent", "key_id", "x25519_public", "ed25519_public", "created_at", "revoked_at"]
+    readonly_fields = fields

@@ -3,23 +3,24 @@ keys that tool calls are signed with and encrypted to (the SDK's end-to-end enve
 
 * ``GET|POST /keys/devices``, ``DELETE /keys/devices/{device_id}`` — a user's devices
   (``hsk_`` key or session); one live key per device id, a new key replaces the old one.
+  The first device is approved on first use, later ones are pending until
+  ``POST /keys/devices/{device_id}/approve`` (or their publication) carries an approved
+  device's signature.
 * ``GET|POST /agents/{agent_id}/keys`` — an agent's runtime keys: published only with that
   agent's own ``hak_`` key; listed by that agent or its owner.
   ``DELETE /agents/{agent_id}/keys/{key_id}`` — by that agent or its owner.
-* ``GET /h2a/relations/{relation_id}/keys`` — the live keys of the relation's user and
-  agent, readable only by those two parties (anyone else gets 404).
+* ``GET /h2a/relations/{relation_id}/keys`` — the live keys of the relation's user (its
+  approved devices, with their approvals) and agent, readable only by those two parties
+  (anyone else gets 404).
 
-Public keys only: a private key never reaches the server. The services (the writes) are
-at the top of this module, the thin views below them.
+Public keys only: a private key never reaches the server. The writes are in
+:mod:`toolcalls.keydir_services`; SDKs verify what this API returns (docs/wire-spec.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.db import transaction
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
@@ -33,69 +34,19 @@ from hashee.auth import AgentPrincipal
 from hashee.errors import HasheeError
 from toolcalls.api import sender_for
 from toolcalls.keydir_models import AgentKey, DeviceKey
+from toolcalls.keydir_services import (
+    Approval,
+    agent_key_data,
+    agent_key_register,
+    agent_key_revoke,
+    device_key_approve,
+    device_key_data,
+    device_key_register,
+    device_key_revoke,
+)
 from toolcalls.sdk import wire
 
-MAX_DEVICE_KEYS = 20
-MAX_AGENT_KEYS = 20
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
-
-# --- services ------------------------------------------------------------------------
-
-
-def device_key_register(*, user: Any, device_id: str, x25519_public: str,
-                        ed25519_public: str) -> tuple[DeviceKey, bool]:
-    """Publish a device's keys; returns (key, created). The same keys again are a no-op;
-    new keys for a known device replace its old ones. Raises KEY_LIMIT_REACHED."""
-    key_id = _key_id(x25519_public, ed25519_public)
-    with transaction.atomic():
-        get_user_model().objects.select_for_update().filter(pk=user.pk).first()  # one writer per user
-        live = DeviceKey.objects.filter(user=user, revoked_at__isnull=True)
-        current = live.filter(device_id=device_id).first()
-        if current is not None and current.key_id == key_id:
-            return current, False
-        if current is not None:
-            live.filter(pk=current.pk).update(revoked_at=timezone.now())
-        elif live.count() >= MAX_DEVICE_KEYS:
-            raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_DEVICE_KEYS} devices; revoke one first.")
-        key = DeviceKey.objects.create(user=user, device_id=device_id, key_id=key_id, x25519_public=x25519_public,
-                                       ed25519_public=ed25519_public)
-    return key, True
-
-
-def device_key_revoke(*, user: Any, device_id: str) -> None:
-    """Raises NOT_FOUND when the device has no live key."""
-    revoked = DeviceKey.objects.filter(user=user, device_id=device_id, revoked_at__isnull=True).update(
-        revoked_at=timezone.now())
-    if not revoked:
-        raise HasheeError("NOT_FOUND", "No live key for this device.")
-
-
-def agent_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str) -> tuple[AgentKey, bool]:
-    """Publish an agent runtime's keys; returns (key, created). Raises KEY_LIMIT_REACHED."""
-    key_id = _key_id(x25519_public, ed25519_public)
-    with transaction.atomic():
-        Agent.objects.select_for_update().filter(pk=agent.pk).first()  # one writer per agent
-        live = AgentKey.objects.filter(agent=agent, revoked_at__isnull=True)
-        current = live.filter(key_id=key_id).first()
-        if current is not None:
-            return current, False
-        if live.count() >= MAX_AGENT_KEYS:
-            raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_AGENT_KEYS} live keys per agent; revoke one first.")
-        key = AgentKey.objects.create(agent=agent, key_id=key_id, x25519_public=x25519_public,
-                                      ed25519_public=ed25519_public)
-    return key, True
-
-
-def agent_key_revoke(*, agent: Agent, key_id: str) -> None:
-    """Raises NOT_FOUND when the agent has no such live key."""
-    revoked = AgentKey.objects.filter(agent=agent, key_id=key_id, revoked_at__isnull=True).update(
-        revoked_at=timezone.now())
-    if not revoked:
-        raise HasheeError("NOT_FOUND", "No such live key for this agent.")
-
-
-def _key_id(x25519_public: str, ed25519_public: str) -> str:
-    return wire.key_id_for(wire.public_key_bytes(x25519_public), wire.public_key_bytes(ed25519_public))
 
 
 # --- serializers ---------------------------------------------------------------------
@@ -110,29 +61,51 @@ class PublicKeyField(serializers.CharField):
     def to_internal_value(self, data: Any) -> str:
         text = super().to_internal_value(data)
         try:
-            wire.public_key_bytes(text)
+            self.check(wire.public_key_bytes(text))
         except ValueError as exc:
             raise serializers.ValidationError(f"expected base64 of 32 bytes: {exc}", code="INVALID_VALUE") from None
         return text
 
+    def check(self, raw: bytes) -> None:
+        """Raises ValueError for a key that is not acceptable."""
+
+
+class X25519KeyField(PublicKeyField):
+    """An X25519 public key; a key of small order (a shared secret anyone knows) is refused."""
+
+    def check(self, raw: bytes) -> None:
+        wire.checked_x25519(raw)
+
 
 class PublicKeysInput(serializers.Serializer):
-    x25519_public = PublicKeyField(help_text="base64 of the raw 32-byte X25519 public key (encryption)")
+    x25519_public = X25519KeyField(help_text="base64 of the raw 32-byte X25519 public key (encryption)")
     ed25519_public = PublicKeyField(help_text="base64 of the raw 32-byte Ed25519 public key (signatures)")
     key_id = serializers.RegexField(wire.KEY_ID_PATTERN, required=False,
                                     help_text="Optional; if given it must equal the id derived from the keys")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        expected = _key_id(attrs["x25519_public"], attrs["ed25519_public"])
+        expected = wire.key_id_for(wire.public_key_bytes(attrs["x25519_public"]),
+                                   wire.public_key_bytes(attrs["ed25519_public"]))
         if attrs.pop("key_id", expected) != expected:
             raise serializers.ValidationError({"key_id": [serializers.ErrorDetail(
                 "key_id does not match the keys", code="INVALID_VALUE")]})
         return attrs
 
 
+class ApprovalInput(serializers.Serializer):
+    approver_key_id = serializers.RegexField(wire.KEY_ID_PATTERN, help_text="An approved device's key id")
+    signature = serializers.CharField(max_length=100, help_text=(
+        "base64 Ed25519 signature, by the approving device, of "
+        '"hashee-device-approval-v1\\n" + JCS({approver_key_id, device_id, key_id}) (docs/wire-spec.md)'))
+
+    def to_approval(self) -> Approval:
+        return Approval(**self.validated_data)
+
+
 class DeviceKeyInput(PublicKeysInput):
     device_id = serializers.RegexField(wire.DEVICE_ID_PATTERN, max_length=64,
                                        help_text="Chosen by the client, stable per device")
+    approval = ApprovalInput(required=False, help_text="Needed for every device but the user's first")
 
 
 class AgentKeyOutput(serializers.Serializer):
@@ -144,6 +117,10 @@ class AgentKeyOutput(serializers.Serializer):
 
 class DeviceKeyOutput(AgentKeyOutput):
     device_id = serializers.CharField()
+    status = serializers.ChoiceField(DeviceKey.Status.choices)
+    approved_by_key_id = serializers.CharField(allow_null=True, help_text="null for the user's first device")
+    approval = serializers.CharField(allow_null=True)
+    approved_at = serializers.DateTimeField(allow_null=True)
 
 
 class DeviceKeyListOutput(serializers.Serializer):
@@ -178,21 +155,23 @@ def _valid(serializer_class: type[serializers.Serializer], request: Request) -> 
 # --- views ---------------------------------------------------------------------------
 
 
-def _devices(user: Any) -> list[dict[str, Any]]:
+def _devices(user: Any, *, approved_only: bool = False) -> list[dict[str, Any]]:
     keys = DeviceKey.objects.filter(user=user, revoked_at__isnull=True)
-    return list(DeviceKeyOutput(keys, many=True).data)
+    if approved_only:
+        keys = keys.filter(approved_at__isnull=False)
+    return [device_key_data(key) for key in keys]
 
 
 def _agent_keys(agent_id: Any) -> dict[str, Any]:
     keys = AgentKey.objects.filter(agent_id=agent_id, revoked_at__isnull=True)
-    return {"agent_id": str(agent_id), "keys": list(AgentKeyOutput(keys, many=True).data)}
+    return {"agent_id": str(agent_id), "keys": [agent_key_data(key) for key in keys]}
 
 
 class DeviceKeyListCreateView(APIView):
     permission_classes = [IsUser]
 
     @extend_schema(operation_id="keys_devices_list", responses={200: DeviceKeyListOutput, 401: ERROR, 403: ERROR},
-                   description="My devices' live public keys.")
+                   description="My devices' live public keys, approved and pending.")
     def get(self, request: Request) -> Response:
         return Response({"devices": _devices(request.user)})
 
@@ -201,12 +180,17 @@ class DeviceKeyListCreateView(APIView):
         responses={201: DeviceKeyOutput, 200: OpenApiResponse(DeviceKeyOutput, description="Already registered"),
                    400: ERROR, 401: ERROR, 403: ERROR, 409: ERROR},
         description="Publish this device's public keys. The same keys again → 200; new keys for the same "
-                    "device_id replace the old ones (201). At most 20 devices (409 KEY_LIMIT_REACHED).",
+                    "device_id replace the old ones (201). The user's first device is approved on first use; "
+                    "any other is `pending` (sent nothing) unless `approval` carries an approved device's "
+                    "signature (400 KEY_SIGNATURE_INVALID if it does not verify). At most 20 devices "
+                    "(409 KEY_LIMIT_REACHED).",
     )
     def post(self, request: Request) -> Response:
         data = _valid(DeviceKeyInput, request)
-        key, created = device_key_register(user=request.user, **data)
-        return Response(DeviceKeyOutput(key).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        approval = data.pop("approval", None)
+        key, created = device_key_register(user=request.user, approval=Approval(**approval) if approval else None,
+                                           **data)
+        return Response(device_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class DeviceKeyDetailView(APIView):
@@ -217,6 +201,20 @@ class DeviceKeyDetailView(APIView):
     def delete(self, request: Request, device_id: str) -> Response:
         device_key_revoke(user=request.user, device_id=device_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeviceKeyApproveView(APIView):
+    permission_classes = [IsUser]
+
+    @extend_schema(operation_id="keys_devices_approve", request=ApprovalInput,
+                   responses={200: DeviceKeyOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR},
+                   description="Approve a pending device with the signature of one of your approved devices "
+                               "(400 KEY_SIGNATURE_INVALID if it does not verify); approving an approved device "
+                               "changes nothing.")
+    def post(self, request: Request, device_id: str) -> Response:
+        approval = Approval(**_valid(ApprovalInput, request))
+        return Response(device_key_data(device_key_approve(user=request.user, device_id=device_id,
+                                                           approval=approval)))
 
 
 def _agent(agent_id: Any) -> Agent:
@@ -258,7 +256,7 @@ class AgentKeyListCreateView(APIView):
         if not _is_the_agent(request.user, agent):
             raise HasheeError("FORBIDDEN", "Only this agent's own key (hak_) may publish its keys.")
         key, created = agent_key_register(agent=agent, **_valid(PublicKeysInput, request))
-        return Response(AgentKeyOutput(key).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(agent_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class AgentKeyDetailView(APIView):
@@ -278,13 +276,14 @@ class RelationKeysView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(operation_id="relations_keys", responses={200: RelationKeysOutput, 401: ERROR, 404: ERROR},
-                   description="The live public keys of the relation's user (per device) and agent (per "
-                               "runtime), oldest first. Only the relation's user and agent may read them; others "
-                               "get 404. The SDK signs each tool_call/tool_response with the sender's Ed25519 key "
-                               "and encrypts it to the recipient's X25519 key; the message payload is then "
-                               '`{"v": 1, "alg": "x25519-xsalsa20poly1305+ed25519", "sender_key_id", '
-                               '"recipient_key_id", "nonce", "ciphertext"}` (base64), which the server never reads.')
+                   description="The live public keys of the relation's user (its approved devices, each with "
+                               "the approval that vouches for it) and agent (per runtime), oldest first. Only the "
+                               "relation's user and agent may read them; others get 404. SDKs trust none of it "
+                               "blindly: they pin what they first saw and check every approval and signature "
+                               "(docs/wire-spec.md). The message payload they exchange is an end-to-end envelope "
+                               "that the server never reads.")
     def get(self, request: Request, relation_id: str) -> Response:
         relation = sender_for(request, relation_id).relation
-        return Response({"relation_id": str(relation.pk), "user": {"devices": _devices(relation.user)},
+        return Response({"relation_id": str(relation.pk),
+                         "user": {"devices": _devices(relation.user, approved_only=True)},
                          "agent": _agent_keys(relation.agent_id)})

@@ -25,10 +25,23 @@ class PublishedKeys(models.Model):
 
 
 class DeviceKey(PublishedKeys):
-    """The current key pair of one device of a user (one live key per device id)."""
+    """The current key pair of one device of a user (one live key per device id).
+
+    A user's first device is trusted on first use; every later one is ``pending`` — sent
+    nothing — until an approved device of the same user signs its key id
+    (docs/wire-spec.md §3). The approval is kept so that SDKs can check it themselves."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for approval"
+        APPROVED = "approved", "Approved"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="device_keys")
     device_id = models.CharField(max_length=64)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_by_key_id = models.CharField(max_length=40, blank=True, default="",
+                                          help_text="The approving device's key id; empty for a first device")
+    approval = models.CharField(max_length=100, blank=True, default="",
+                                help_text="base64 Ed25519 signature of the approving device")
 
     class Meta(PublishedKeys.Meta):
         constraints = [
@@ -39,6 +52,10 @@ class DeviceKey(PublishedKeys):
 
     def __str__(self) -> str:
         return f"{self.user_id}/{self.device_id} {self.key_id}"
+
+    @property
+    def status(self) -> str:
+        return str(self.Status.APPROVED if self.approved_at is not None else self.Status.PENDING)
 
 
 class AgentKey(PublishedKeys):

@@ -470,6 +470,9 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
     expect(page.locator("[data-reconsent] tr.row-breaking")).to_have_count(2)
     fits("the re-consent page")
     shoot(page, "15-reconsent-phone")
+    page.click(".mainnav >> text=Devices")
+    expect(page.locator("h1")).to_have_text("Devices")
+    fits("the devices page")
 
     contexts[-1].clear_cookies()
     log_in(page, server, "alice")

@@ -32,7 +32,7 @@ DENIED = {401, 403, 404}
 OBJECT_ROUTES = {
     "agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1", "agent-card-seed",
     "agent-credentials", "agent-credential", "agent-keys", "agent-key", "agent-webhook-secret-rotate", "relation",
-    "messages", "relation-keys", "device-key", "events",
+    "messages", "relation-keys", "device-key", "device-key-approve", "events",
 }
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
                 "agent-card-seed"}
@@ -117,6 +117,8 @@ def _body(name: str, method: str) -> Any:
         return KeyPair.generate().public.as_api()
     if method == "POST" and name == "agent-credentials":
         return {"name": "stolen"}
+    if method == "POST" and name == "device-key-approve":
+        return {"approver_key_id": KeyPair.generate().key_id, "signature": "c2lnbmF0dXJl"}
     return None
 
 

@@ -11,9 +11,9 @@ from agents import services as agent_services
 from agents.models import Agent
 from hashee.auth import api_key_create
 from relations.models import Relation
-from toolcalls.keydir_api import MAX_DEVICE_KEYS
 from toolcalls.keydir_models import AgentKey, DeviceKey
-from toolcalls.sdk import KeyPair
+from toolcalls.keydir_services import MAX_DEVICE_KEYS
+from toolcalls.sdk import KeyPair, statements
 from toolcalls.sdk.wire import b64encode
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,9 @@ def test_bob_publishes_a_device_key_and_reads_it_back(bob_api: APIClient) -> Non
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["key_id"] == keys.key_id and body["device_id"] == "laptop"
-    assert set(body) == {"device_id", "key_id", "x25519_public", "ed25519_public", "created_at"}
+    assert set(body) == {"device_id", "key_id", "x25519_public", "ed25519_public", "created_at", "status",
+                         "approved_by_key_id", "approval", "approved_at"}
+    assert (body["status"], body["approved_by_key_id"]) == ("approved", None)  # the first device: trusted on first use
     assert bob_api.get("/keys/devices").json()["devices"] == [body]
 
 
@@ -57,10 +59,15 @@ def test_the_same_keys_again_change_nothing(bob_api: APIClient) -> None:
 
 
 def test_new_keys_for_a_device_replace_the_old_ones(bob_api: APIClient) -> None:
-    register_device(bob_api)
+    old = KeyPair.generate()
+    register_device(bob_api, keys=old)
     fresh = KeyPair.generate()
+    # The old key vouches for the new one (an unsigned swap is refused: tests/toolcalls/test_device_approval.py).
+    approval = {"approver_key_id": old.key_id,
+                "signature": statements.approve_device(old, device_id="laptop", key_id=fresh.key_id)}
 
-    response = register_device(bob_api, keys=fresh)
+    response = bob_api.post("/keys/devices", {"device_id": "laptop", **public(fresh), "approval": approval},
+                            format="json")
 
     assert response.status_code == 201
     assert [d["key_id"] for d in bob_api.get("/keys/devices").json()["devices"]] == [fresh.key_id]
@@ -189,3 +196,16 @@ def test_the_key_directory_is_in_the_openapi_document(anon: APIClient) -> None:
     assert "get" in paths["/h2a/relations/{relation_id}/keys"]
     assert "KEY_LIMIT_REACHED" in schema["x-error-codes"]
     assert "DeviceKeyInput" in str(schema["components"]["schemas"])
+
+
+@pytest.mark.parametrize("point", [bytes(32), bytes([1]) + bytes(31), bytes([0xEC]) + b"\xff" * 30 + b"\x7f"],
+                         ids=["zero", "one", "p-minus-one"])
+def test_mallory_cannot_publish_a_small_order_encryption_key(bob_api: APIClient, point: bytes) -> None:
+    # Every shared secret with such a key is known to anyone: nothing sealed to it is private.
+    response = bob_api.post("/keys/devices", {"device_id": "laptop", **public(), "x25519_public": b64encode(point)},
+                            format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert response.json()["error"]["details"][0]["path"] == "/x25519_public"
+    assert not DeviceKey.objects.exists()

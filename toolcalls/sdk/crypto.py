@@ -60,9 +60,10 @@ class PublicKeys:
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> PublicKeys:
-        """Parse ``{key_id?, x25519_public, ed25519_public}``; the key id is recomputed."""
+        """Parse ``{key_id?, x25519_public, ed25519_public}``; the key id is recomputed, and an
+        X25519 key of small order is refused."""
         try:
-            keys = cls.from_raw(wire.public_key_bytes(data.get("x25519_public")),
+            keys = cls.from_raw(wire.checked_x25519(wire.public_key_bytes(data.get("x25519_public"))),
                                 wire.public_key_bytes(data.get("ed25519_public")))
         except ValueError as exc:
             raise InvalidPublicKey(str(exc)) from None

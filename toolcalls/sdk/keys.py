@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolcalls.sdk.crypto import PublicKeys
+from toolcalls.sdk import statements
+from toolcalls.sdk.crypto import KeyPair, PublicKeys
 from toolcalls.sdk.errors import InvalidPublicKey
 from toolcalls.sdk.rest import Transport, call_api
 
@@ -19,6 +20,8 @@ class DeviceKey:
     device_id: str
     keys: PublicKeys
     created_at: str
+    approved_by_key_id: str | None = None  # None: the user's first device (trusted on first use)
+    approval: str | None = None  # the approving device's signature (docs/wire-spec.md §3)
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,15 @@ class RelationKeys:
 
 def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
     """Parse ``GET /h2a/relations/{id}/keys``; a key that does not parse is left out."""
-    devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")))
+    devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")),
+                              _text(d.get("approved_by_key_id")), _text(d.get("approval")))
                     for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
     agent_keys = tuple(keys for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None)
     return RelationKeys(str(body["relation_id"]), devices, agent_keys, now)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _parsed(data: Mapping[str, Any]) -> PublicKeys | None:
@@ -83,9 +91,21 @@ class KeyDirectory:
         else:
             self._cache.pop(str(relation_id), None)
 
-    async def register_device(self, device_id: str, keys: PublicKeys) -> dict[str, Any]:
-        body = await call_api(self.transport, "POST", "/keys/devices", json={"device_id": device_id, **keys.as_api()})
-        return dict(body)
+    async def register_device(self, device_id: str, keys: PublicKeys, *,
+                              approver: KeyPair | None = None) -> dict[str, Any]:
+        """Publish a device's keys. The user's first device is trusted on first use; any
+        other is pending until an approved device vouches for it: pass ``approver`` (that
+        device's keys, on the same machine) or call :meth:`approve_device` from it."""
+        body: dict[str, Any] = {"device_id": device_id, **keys.as_api()}
+        if approver is not None:
+            body["approval"] = _approval(approver, device_id, keys.key_id)
+        return dict(await call_api(self.transport, "POST", "/keys/devices", json=body))
+
+    async def approve_device(self, device_id: str, key_id: str, *, approver: KeyPair) -> dict[str, Any]:
+        """Approve another device of the same user (``POST /keys/devices/{id}/approve``),
+        after the user has checked on both screens that ``key_id`` is that device's."""
+        body = _approval(approver, device_id, key_id)
+        return dict(await call_api(self.transport, "POST", f"/keys/devices/{device_id}/approve", json=body))
 
     async def revoke_device(self, device_id: str) -> None:
         await call_api(self.transport, "DELETE", f"/keys/devices/{device_id}")
@@ -93,3 +113,8 @@ class KeyDirectory:
     async def register_agent_key(self, agent_id: str, keys: PublicKeys) -> dict[str, Any]:
         body = await call_api(self.transport, "POST", f"/agents/{agent_id}/keys", json=keys.as_api())
         return dict(body)
+
+
+def _approval(approver: KeyPair, device_id: str, key_id: str) -> dict[str, str]:
+    return {"approver_key_id": approver.key_id,
+            "signature": statements.approve_device(approver, device_id=device_id, key_id=key_id)}

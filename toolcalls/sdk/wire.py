@@ -1,4 +1,4 @@
-"""The wire format, shared by the SDK and the server's key directory (stdlib only).
+"""The wire format, shared by the SDK and the server's key directory (docs/wire-spec.md).
 
 A published key is a pair of raw 32-byte public keys, X25519 (encryption) and Ed25519
 (signatures), in standard base64. Its ``key_id`` is derived from both, so a key id
@@ -13,6 +13,8 @@ import binascii
 import hashlib
 import re
 
+import nacl.bindings
+
 ENVELOPE_VERSION = 1
 ENVELOPE_ALG = "x25519-xsalsa20poly1305+ed25519"
 ENVELOPE_CONTENT_TYPE = "application/vnd.hashee.e2ee+json"
@@ -24,6 +26,14 @@ PUBLIC_KEY_BYTES = 32
 DEVICE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 KEY_ID_PATTERN = r"^k_[0-9a-f]{32}$"
 _KEY_ID_DOMAIN = b"hashee-key-v1"
+_REPLY_KEY_DOMAIN = b"hashee-reply-key-v1"
+# Domain-separation prefixes of every signed statement (docs/wire-spec.md §3).
+ENVELOPE_V2_PREFIX = b"hashee-envelope-v2\n"
+DEVICE_APPROVAL_PREFIX = b"hashee-device-approval-v1\n"
+RUNTIME_KEY_PREFIX = b"hashee-agent-runtime-key-v1\n"
+# Any scalar will do: X25519 clamps it to a multiple of the cofactor 8, so the product
+# with a point of small order is the identity, which libsodium refuses.
+_PROBE_SCALAR = bytes([9]) + bytes(31)
 _DEVICE_ID = re.compile(DEVICE_ID_PATTERN)
 _KEY_ID = re.compile(KEY_ID_PATTERN)
 
@@ -54,6 +64,23 @@ def key_id_for(x25519_public: bytes, ed25519_public: bytes) -> str:
     """The key id of a pair of raw public keys."""
     digest = hashlib.sha256(_KEY_ID_DOMAIN + x25519_public + ed25519_public).digest()
     return "k_" + digest[:16].hex()
+
+
+def reply_key_id(x25519_public: bytes) -> str:
+    """The id of a per-call reply key (only its X25519 half exists)."""
+    return "r_" + hashlib.sha256(_REPLY_KEY_DOMAIN + x25519_public).digest()[:16].hex()
+
+
+def checked_x25519(raw: bytes) -> bytes:
+    """``raw`` if it is an X25519 public key of large order; raises ValueError for the
+    small-order points, which would make a shared secret that anyone knows."""
+    if len(raw) != PUBLIC_KEY_BYTES:
+        raise ValueError(f"expected {PUBLIC_KEY_BYTES} bytes, got {len(raw)}")
+    try:
+        nacl.bindings.crypto_scalarmult(_PROBE_SCALAR, raw)
+    except RuntimeError:
+        raise ValueError("an X25519 key of small order is refused") from None
+    return raw
 
 
 def is_device_id(text: object) -> bool:

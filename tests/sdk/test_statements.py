@@ -1,0 +1,42 @@
+"""Device approvals and safety numbers (docs/wire-spec.md §3, §5)."""
+
+from __future__ import annotations
+
+from nacl.signing import SigningKey
+
+from toolcalls.sdk import statements
+from toolcalls.sdk.crypto import KeyPair
+
+
+def test_an_approved_device_vouches_for_a_new_one() -> None:
+    laptop, phone = KeyPair.generate(), KeyPair.generate()
+
+    approval = statements.approve_device(laptop, device_id="phone", key_id=phone.key_id)
+
+    assert statements.device_approval_valid(approval, approver=laptop.public, device_id="phone", key_id=phone.key_id)
+
+
+def test_an_approval_does_not_vouch_for_another_key_device_or_approver() -> None:
+    laptop, phone, mallory = KeyPair.generate(), KeyPair.generate(), KeyPair.generate()
+    approval = statements.approve_device(laptop, device_id="phone", key_id=phone.key_id)
+
+    assert not statements.device_approval_valid(approval, approver=laptop.public, device_id="phone",
+                                                 key_id=mallory.key_id)
+    assert not statements.device_approval_valid(approval, approver=laptop.public, device_id="tablet",
+                                                key_id=phone.key_id)
+    assert not statements.device_approval_valid(approval, approver=mallory.public, device_id="phone",
+                                                 key_id=phone.key_id)
+    assert not statements.device_approval_valid("not base64!", approver=laptop.public, device_id="phone",
+                                                 key_id=phone.key_id)
+
+
+def test_both_parties_compute_the_same_safety_number_and_a_new_identity_changes_it() -> None:
+    identity, other_identity = bytes(SigningKey.generate().verify_key), bytes(SigningKey.generate().verify_key)
+    device = KeyPair.generate().public.ed25519
+
+    number = statements.safety_number(agent_id="a1", agent_identity=identity, user_root_device=device)
+
+    assert len(number.replace(" ", "")) == 60 and number.count(" ") == 11
+    assert number == statements.safety_number(agent_id="a1", agent_identity=identity, user_root_device=device)
+    assert number != statements.safety_number(agent_id="a1", agent_identity=other_identity, user_root_device=device)
+    assert number != statements.safety_number(agent_id="a2", agent_identity=identity, user_root_device=device)
