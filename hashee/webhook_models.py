@@ -63,3 +63,15 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt #{self.id} of {self.delivery_id}: {self.status_code or self.error[:40]}"
+
+
+class WebhookWorkerHeartbeat(models.Model):
+    """When a webhook worker last ran a step (one row): the portal says so when no worker
+    runs, instead of showing deliveries queued forever. A row, not the cache: the embedded
+    default's local-memory cache is not shared between the server and the worker."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"webhook worker seen at {self.seen_at:%Y-%m-%d %H:%M:%S}"

@@ -34,7 +34,7 @@ from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 from agents.models import Agent
 from hashee.core.addresses import is_public_address
 from hashee.errors import HasheeError
-from hashee.webhook_models import WebhookAttempt, WebhookDelivery
+from hashee.webhook_models import WebhookAttempt, WebhookDelivery, WebhookWorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +130,22 @@ def webhook_secrets_forget_expired(*, now: datetime) -> int:
     if not expired.exists():
         return 0
     return expired.update(webhook_secret_previous="", webhook_secret_previous_expires_at=None)
+
+
+# A worker says it is alive this often; the portal calls it missing after a few misses.
+WORKER_SEEN_EVERY = timedelta(seconds=15)
+WORKER_MISSING_AFTER = timedelta(seconds=60)
+
+
+def webhook_worker_seen(*, now: datetime) -> None:
+    """Record that a webhook worker is running (one small write every WORKER_SEEN_EVERY)."""
+    WebhookWorkerHeartbeat.objects.update_or_create(pk=1, defaults={"seen_at": now})
+
+
+def webhook_worker_missing(*, now: datetime | None = None) -> bool:
+    """True when no webhook worker has run recently: deliveries wait until one does."""
+    seen = WebhookWorkerHeartbeat.objects.filter(pk=1).values_list("seen_at", flat=True).first()
+    return seen is None or (now or timezone.now()) - seen > WORKER_MISSING_AFTER
 
 
 def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:

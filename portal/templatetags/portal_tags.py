@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from hashee import webhooks
 from hashee.events import latest_event_id
 from portal.presentation import SENSITIVITY_TEXT, pointer_breaks, size_text
 
@@ -53,6 +54,12 @@ def icon(name: str, css: str = "") -> SafeString:
     paths = ICONS.get(name, ICONS["key"])
     return format_html('<svg class="icon {}" viewBox="0 0 24 24" aria-hidden="true" focusable="false">{}</svg>',
                        css, mark_safe(paths))  # noqa: S308 - constant markup above
+
+
+@register.simple_tag
+def webhook_worker_missing(deliveries: Any) -> bool:
+    """True when deliveries wait and no webhook worker has run recently to send them."""
+    return any(d.status == "pending" for d in deliveries or ()) and webhooks.webhook_worker_missing()
 
 
 @register.filter

@@ -9,8 +9,9 @@ from typing import Any
 import httpx
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
+from django.utils import timezone
 
-from hashee.webhooks import webhook_client, webhook_deliver_due
+from hashee.webhooks import WORKER_SEEN_EVERY, webhook_client, webhook_deliver_due, webhook_worker_seen
 
 logger = logging.getLogger("hashee.webhooks")
 
@@ -28,6 +29,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, once: bool, interval: float, limit: int, **options: Any) -> None:
         if once:
+            self._seen()
             self.stdout.write(f"{webhook_deliver_due(limit=limit)} attempted")
             return
         stop = threading.Event()
@@ -35,13 +37,24 @@ class Command(BaseCommand):
         logger.info("webhook worker started (interval %.1f s, limit %d)", interval, limit)
         try:
             with webhook_client() as client:
+                seen = None
                 while not stop.is_set():
+                    if seen is None or timezone.now() - seen >= WORKER_SEEN_EVERY:
+                        seen = self._seen()
                     if self._step(client=client, limit=limit) < limit:
                         stop.wait(interval)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         logger.info("webhook worker stopped")
+
+    def _seen(self) -> Any:
+        now = timezone.now()
+        try:
+            webhook_worker_seen(now=now)
+        except Exception:  # the heartbeat is advice for the portal; delivering matters more
+            logger.exception("webhook worker heartbeat failed")
+        return now
 
     def _step(self, *, client: httpx.Client, limit: int) -> int:
         close_old_connections()  # a long-running process must not keep a dead connection
