@@ -48,6 +48,10 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("IDEMPOTENCY_KEY_IN_USE", 409, "A request with this Idempotency-Key is still running."),
     ErrorCode("SERVICE_UNAVAILABLE", 503, "A backing service (database, cache) is unavailable; retry later."),
     ErrorCode("INTERNAL_ERROR", 500, "An unexpected server error."),
+    ErrorCode("MANIFEST_SIGNATURE_REQUIRED", 400, "The agent has an identity key and the new manifest carries no capability_manifest_signature (SPEC §9.1)."),
+    ErrorCode("MANIFEST_SIGNATURE_INVALID", 400, "The manifest signature does not verify against the agent's identity key over the manifest's RFC 8785 bytes (SPEC §9.1)."),
+    ErrorCode("IDENTITY_KEY_EXISTS", 409, "Replacing an identity key needs the old key's rotation signature, or reset (SPEC §9.1)."),
+    ErrorCode("KEY_SIGNATURE_INVALID", 400, "A published key lacks the signature its owner's identity (or an approving device) must give it (SPEC §9.2)."),
     ErrorCode("KEY_LIMIT_REACHED", 409, "Too many live public keys (20 devices per user, 20 keys per agent); revoke one first."),
 )
 
