@@ -180,7 +180,7 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
 # Events an agent's observers also receive by webhook.
 WEBHOOK_TYPES = frozenset({
     "h2a.reauth_required", "agent.manifest_updated", "h2a.relation_created", "h2a.relation_updated",
-    "h2a.relation_revoked", "message.new",
+    "h2a.relation_revoked", "message.new", "agent.identity_changed",
 })
 
 

@@ -14,6 +14,7 @@ EVENT_TYPES: dict[str, str] = {
     "h2a.relation_revoked": "{relation}",
     "message.new": "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
     "agent.telemetry_warning": "{agent_id, manifest_version, code, size_bytes}",
+    "agent.identity_changed": "{agent_id, kid, previous_kid, reset} (to the owner, the agent's users and observers)",
     "resync_required": "{}",
 }
 
