@@ -193,6 +193,8 @@ SPECTACULAR_SETTINGS = {
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
 HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
+# A private Ed25519 JWK (JSON) that signs agent cards; unset → derived from SECRET_KEY.
+HASHEE_PLATFORM_SIGNING_KEY = os.environ.get("HASHEE_PLATFORM_SIGNING_KEY", "")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))

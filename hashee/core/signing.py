@@ -117,6 +117,12 @@ def ed25519_private_jwk(jwk: Any) -> dict[str, str]:
     return {**public, "d": str(jwk["d"])}
 
 
+def public_of(private_jwk: Any) -> dict[str, str]:
+    """The public JWK ``{"kty", "crv", "x"}`` of a private one (checked)."""
+    private = ed25519_private_jwk(private_jwk)
+    return {name: private[name] for name in ("kty", "crv", "x")}
+
+
 def jwk_thumbprint(jwk: Any) -> str:
     """The RFC 7638 thumbprint (SHA-256, base64url) of an Ed25519 JWK: its ``kid``.
 
