@@ -22,7 +22,7 @@ class RelationCreateInput(serializers.Serializer):
 class RelationUpdateInput(serializers.Serializer):
     granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
     acknowledged_manifest_version = serializers.IntegerField(required=False, min_value=0)
-    acknowledged_manifest_hash = serializers.CharField(required=False, max_length=200,
+    acknowledged_manifest_hash = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                                         help_text="SHA-256 (hex) of the version consented to")
 
 
