@@ -31,7 +31,7 @@ def public_url(settings: Any) -> None:
 def fetch_through(client: APIClient) -> Any:
     """A key provider that fetches the ``jku`` JWK Set from our server (the test client)."""
     def key_provider(kid: str | None, jku: str | None) -> PyJWK:
-        assert jku is not None and jku.startswith(PUBLIC_URL)
+        assert kid is not None and jku is not None and jku.startswith(PUBLIC_URL)
         response = client.get(jku.removeprefix(PUBLIC_URL))
         assert response.status_code == 200
         return PyJWKSet.from_dict(response.json())[kid]
