@@ -52,13 +52,18 @@ def identity_body(key: AgentIdentityKey) -> dict[str, Any]:
     return dict(IdentityOutput(key).data)
 
 
+def _current_key(request: Request, agent_id: str) -> AgentIdentityKey | None:
+    """The current key of an agent the caller may see (404 otherwise, as the agent itself)."""
+    agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
+    return selectors.identity_key_current(agent_id=agent.pk)
+
+
 class AgentIdentityView(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(operation_id="agents_identity_retrieve", responses={200: IdentityOutput, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
-        key = selectors.identity_key_current(agent_id=agent.pk)
+        key = _current_key(request, agent_id)
         if key is None:
             raise HasheeError("NOT_FOUND", "This agent has no identity key.")
         return Response(identity_body(key))
@@ -80,6 +85,5 @@ class AgentJwksView(APIView):
 
     @extend_schema(operation_id="agents_jwks", responses={200: JWKS, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
-        key = selectors.identity_key_current(agent_id=agent.pk)
+        key = _current_key(request, agent_id)
         return Response({"keys": [jwks_entry(key.jwk)] if key else []})
