@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from agents import services
+from agents import selectors, services
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
@@ -83,6 +83,11 @@ class AgentAdminForm(forms.ModelForm):
         result = validate_manifest(manifest)
         if not result.valid:
             raise forms.ValidationError([f"{e.path or '/'}: {e.code}: {e.message}" for e in result.errors])
+        changed = result.hash != self.instance.capability_manifest_hash
+        if changed and self.instance.pk and selectors.identity_key_current(agent_id=self.instance.pk):
+            # The save would be refused (MANIFEST_SIGNATURE_REQUIRED): the publisher signs, not the operator.
+            raise forms.ValidationError("This agent has a publisher identity key: a new manifest needs its owner's "
+                                        "signature (PATCH /agents/{id} with capability_manifest_signature).")
         return manifest
 
 
@@ -109,6 +114,18 @@ class ManifestVersionInline(admin.TabularInline):
     @admin.display(description="kind")
     def kind(self, obj: ManifestVersion) -> str:
         return version_kind(obj)
+
+
+def identity_key_rows(agent: Agent) -> str:
+    """The publisher's identity keys, current first, with why each was replaced."""
+    keys = selectors.identity_key_history(agent=agent).select_related("created_by")
+    if not keys:
+        return format_html("<p>{}</p>", "No identity key: manifests are not signed by the publisher.")
+    rows = format_html_join("", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", ((
+        key.kid, "current" if key.is_current else key.get_retired_by_display(), key.created_at,
+        key.created_by or "—", key.retired_at or "—") for key in keys))
+    return format_html("<table><thead><tr><th>kid (RFC 7638)</th><th>state</th><th>published</th><th>by</th>"
+                       "<th>replaced</th></tr></thead><tbody>{}</tbody></table>", rows)
 
 
 class ScopeFilter(admin.SimpleListFilter):
@@ -143,8 +160,9 @@ class AgentAdmin(admin.ModelAdmin):
     list_filter = ["status", SensitivityFilter, ScopeFilter, ("owner", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description", "owner__username", "scope_index"]
     list_select_related = ["owner"]
-    readonly_fields = ["id", "capability_manifest_version", "capability_manifest_hash", "pretty_manifest",
-                       "manifest_size_bytes", "compare_link", "created_at", "updated_at"]
+    readonly_fields = ["id", "capability_manifest_version", "capability_manifest_hash", "publisher_verified",
+                       "identity_keys", "pretty_manifest", "manifest_size_bytes", "compare_link", "created_at",
+                       "updated_at"]
     inlines = [ManifestVersionInline]
     actions = ["pause", "enable", "deprecate"]
     Media = DiffStyles
@@ -164,6 +182,10 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="highest sensitivity", ordering="max_sensitivity")
     def highest_sensitivity(self, obj: Agent) -> str:
         return LEVELS[obj.max_sensitivity] if obj.max_sensitivity is not None else "—"
+
+    @admin.display(description="identity keys (SPEC §9.1)")
+    def identity_keys(self, obj: Agent) -> str:
+        return identity_key_rows(obj) if obj.pk else "—"
 
     @admin.display(description="current manifest")
     def pretty_manifest(self, obj: Agent) -> str:
@@ -231,7 +253,7 @@ class ManifestVersionAdmin(admin.ModelAdmin):
     search_fields = ["agent__name", "hash"]
     list_select_related = ["agent", "created_by"]
     fields = ["agent", "version", "hash", "size_bytes", "kind", "scopes_requiring_reauth", "warnings",
-              "created_by", "created_at", "change_table", "pretty_manifest"]
+              "verified", "signature_kid", "signature", "created_by", "created_at", "change_table", "pretty_manifest"]
     readonly_fields = fields
     Media = DiffStyles
 
@@ -254,6 +276,10 @@ class ManifestVersionAdmin(admin.ModelAdmin):
     @admin.display(description="kind", ordering="breaking")
     def kind(self, obj: ManifestVersion) -> str:
         return version_kind(obj)
+
+    @admin.display(description="publisher verified", boolean=True)
+    def verified(self, obj: ManifestVersion) -> bool:
+        return obj.publisher_verified
 
     @admin.display(description="changes from the previous version")
     def change_table(self, obj: ManifestVersion) -> str:

@@ -28,10 +28,11 @@ from agents.serializers import (
 )
 from hashee.api import IsUser, Pagination, json_body, validated
 from hashee.auth import api_key_create, api_key_revoke
-from hashee.core.agentcard import build_agent_card
+from hashee.core.agentcard import build_agent_card, sign_agent_card
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import manifest_json_schema, validate_manifest
 from hashee.errors import HasheeError
+from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 
 ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
@@ -116,6 +117,8 @@ class AgentDetailView(APIView):
             "agent_id": str(agent.pk), "capability_manifest_version": agent.capability_manifest_version,
             "capability_manifest_hash": agent.capability_manifest_hash or None, "breaking_changes": [],
             "changes": [], "warnings": [], "scopes_requiring_reauth": [],
+            "capability_manifest_signature": agent.capability_manifest_signature,
+            "publisher_verified": agent.publisher_verified,
         }
         if dry_run:
             body["dry_run"] = True
@@ -214,6 +217,8 @@ def _card(request: Request, agent_id: str, shape: str) -> Response:
         url=f"{base}/agents/{agent.pk}", version=str(agent.capability_manifest_version),
         documentation_url=f"{base}/api/docs/", shape=shape,  # type: ignore[arg-type]
     )
+    if shape == "v1":  # SPEC §9.5: the A2A card is signed by the platform
+        card = sign_agent_card(card, platform_private_jwk(), kid=platform_kid(), jku=platform_jku())
     return Response(card)
 
 

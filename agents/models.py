@@ -35,6 +35,11 @@ class Agent(models.Model):
     tool_count = models.PositiveIntegerField(default=0, editable=False)
     scope_count = models.PositiveIntegerField(default=0, editable=False)
     manifest_size_bytes = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    capability_manifest_signature = models.TextField(null=True, blank=True, editable=False)
+    publisher_verified = models.BooleanField(default=False, editable=False)
+    # How many times the identity key was reset (SPEC §9.1): a relation that acknowledged
+    # fewer must re-consent (relations.state), without rewriting relation rows.
+    identity_resets = models.PositiveIntegerField(default=0, editable=False)
     webhook_url = models.URLField(blank=True, max_length=500)
     # Kept readable because the server signs every delivery with it (Standard Webhooks).
     webhook_secret = models.CharField(max_length=80, blank=True, editable=False)
@@ -79,6 +84,10 @@ class ManifestVersion(models.Model):
     withheld_scopes = models.JSONField(default=list)
     removed_scopes = models.JSONField(default=list)
     warnings = models.JSONField(default=list)
+    # The owner's detached JWS over the manifest's RFC 8785 bytes (SPEC §9.1), and the kid
+    # of the identity key, current at save time, it verified with ("" when it did not).
+    signature = models.TextField(null=True, blank=True)
+    signature_kid = models.CharField(max_length=64, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -94,6 +103,39 @@ class ManifestVersion(models.Model):
     @property
     def breaking_changes(self) -> list[dict[str, Any]]:
         return [c for c in self.changes if c.get("breaking")]
+
+    @property
+    def publisher_verified(self) -> bool:
+        return bool(self.signature_kid)
+
+
+class AgentIdentityKey(models.Model):
+    """An agent's Ed25519 identity key (SPEC §9.1), kept after it is replaced (history)."""
+
+    class Retirement(models.TextChoices):
+        ROTATION = "rotation", "Rotated (signed by this key)"
+        RESET = "reset", "Reset (replaced without this key)"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="identity_keys")
+    kid = models.CharField(max_length=64, help_text="RFC 7638 thumbprint (SHA-256, base64url)")
+    jwk = models.JSONField(help_text="The public JWK: kty, crv, x")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.CharField(max_length=16, choices=Retirement.choices, blank=True)
+
+    class Meta:
+        ordering = ["agent", "-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["agent"], condition=models.Q(retired_at__isnull=True),
+                                               name="one_current_identity_key_per_agent")]
+
+    def __str__(self) -> str:
+        return self.kid
+
+    @property
+    def is_current(self) -> bool:
+        return self.retired_at is None
 
 
 class ApiKey(models.Model):

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from agents.models import Agent, ManifestVersion
+from agents.models import Agent, AgentIdentityKey, ManifestVersion
 from hashee.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
 from hashee.errors import HasheeError
 
@@ -95,3 +95,12 @@ def manifest_version_get(*, agent: Agent, version: int) -> ManifestVersion:
     if found is None:
         raise HasheeError("NOT_FOUND", f"Agent has no manifest version {version}.")
     return found
+
+
+def identity_key_current(*, agent_id: Any) -> AgentIdentityKey | None:
+    """The agent's current identity key (SPEC §9.1), or None."""
+    return AgentIdentityKey.objects.filter(agent_id=agent_id, retired_at__isnull=True).first()
+
+
+def identity_key_history(*, agent: Agent) -> QuerySet[AgentIdentityKey]:
+    return AgentIdentityKey.objects.filter(agent=agent).order_by("-created_at", "-id")

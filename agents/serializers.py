@@ -8,11 +8,16 @@ from rest_framework import serializers
 
 from agents.models import Agent, ManifestVersion
 
+# A detached EdDSA JWS is ~200 characters; this leaves room for a long kid, refuses junk.
+SIGNATURE_MAX_LENGTH = 2048
+
 
 class AgentCreateInput(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     capability_manifest = serializers.JSONField(required=False, allow_null=True, default=None)
+    capability_manifest_signature = serializers.CharField(required=False, allow_null=True, default=None,
+                                                          max_length=SIGNATURE_MAX_LENGTH)
     webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
 
 
@@ -20,6 +25,8 @@ class AgentUpdateInput(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
     capability_manifest = serializers.JSONField(required=False)
+    capability_manifest_signature = serializers.CharField(required=False, allow_null=True,
+                                                          max_length=SIGNATURE_MAX_LENGTH)
     webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
     expected_version = serializers.IntegerField(required=False, min_value=0)
 
@@ -34,7 +41,8 @@ class AgentOutput(serializers.ModelSerializer):
         model = Agent
         fields = [
             "agent_id", "name", "description", "owner", "status", "capability_manifest",
-            "capability_manifest_version", "capability_manifest_hash", "manifest_size_bytes",
+            "capability_manifest_version", "capability_manifest_hash", "capability_manifest_signature",
+            "publisher_verified", "manifest_size_bytes",
             "tool_count", "scope_count", "highest_sensitivity", "created_at", "updated_at",
         ]
 
@@ -67,6 +75,9 @@ class ManifestUpdateOutput(serializers.Serializer):
     changes = serializers.ListField(child=serializers.DictField())
     warnings = serializers.ListField(child=serializers.DictField())
     scopes_requiring_reauth = serializers.ListField(child=serializers.CharField())
+    capability_manifest_signature = serializers.CharField(allow_null=True)
+    publisher_verified = serializers.BooleanField()
+    signature_required = serializers.BooleanField(required=False, help_text="dry runs: saving needs a signature")
     dry_run = serializers.BooleanField(required=False)
     webhook_secret = serializers.CharField(required=False)
 
@@ -80,11 +91,13 @@ class WebhookSecretOutput(serializers.Serializer):
 
 class VersionSummaryOutput(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default=None, read_only=True)
+    capability_manifest_signature = serializers.CharField(source="signature", allow_null=True, read_only=True)
+    publisher_verified = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = ManifestVersion
         fields = ["version", "hash", "size_bytes", "breaking", "scopes_requiring_reauth", "warnings",
-                  "created_by", "created_at"]
+                  "capability_manifest_signature", "publisher_verified", "created_by", "created_at"]
 
 
 class VersionOutput(VersionSummaryOutput):

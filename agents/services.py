@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.identity import SignatureCheck, manifest_signature_check
 from agents.models import Agent, ManifestVersion
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
@@ -37,6 +38,9 @@ class ManifestUpdate:
     warnings: list[dict[str, str]] = field(default_factory=list)
     scopes_requiring_reauth: list[str] = field(default_factory=list)
     stored: bool = False
+    signature: str | None = None
+    publisher_verified: bool = False
+    signature_required: bool | None = None  # reported by dry runs only
 
     @property
     def breaking_changes(self) -> list[dict[str, Any]]:
@@ -51,7 +55,21 @@ class ManifestUpdate:
             "changes": self.changes,
             "warnings": self.warnings,
             "scopes_requiring_reauth": self.scopes_requiring_reauth,
+            "capability_manifest_signature": self.signature,
+            "publisher_verified": self.publisher_verified,
+            **({} if self.signature_required is None else {"signature_required": self.signature_required}),
         }
+
+
+@dataclass(frozen=True)
+class ManifestSubmission:
+    """A manifest on its way to being stored, as the services checked it. It rides on the
+    agent instance to the post_save receiver, and counts only for that very manifest
+    object (a later assignment of another manifest is checked afresh, unsigned)."""
+
+    manifest: Any
+    checked: ValidationResult
+    signature: str | None = None
 
 
 def manifest_check(manifest: Any) -> ValidationResult:
@@ -77,18 +95,21 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
     manifest = agent.capability_manifest
     if manifest is None:
         return None
-    checked: ValidationResult | None = getattr(agent, "_checked_manifest", None)
-    if checked is None or getattr(agent, "_checked_source", None) is not manifest:
-        checked = manifest_check(manifest)
+    submission: ManifestSubmission | None = getattr(agent, "_submission", None)
+    if submission is None or submission.manifest is not manifest:
+        submission = ManifestSubmission(manifest=manifest, checked=manifest_check(manifest))
+    checked = submission.checked
     latest = ManifestVersion.objects.filter(agent_id=agent.pk).order_by("-version").first()
     if latest is not None and latest.hash == checked.hash:
         return None
+    signed = manifest_signature_check(agent_id=agent.pk, manifest=manifest, signature=submission.signature)
     diff = diff_manifests(latest.manifest if latest else None, manifest)
     version = ManifestVersion.objects.create(
         agent_id=agent.pk, version=(latest.version if latest else 0) + 1, manifest=manifest,
         hash=checked.hash, size_bytes=checked.size_bytes, changes=diff.changes, breaking=diff.breaking,
         scopes_requiring_reauth=diff.scopes_requiring_reauth, withheld_scopes=diff.raised_scopes,
         removed_scopes=diff.removed_scopes, warnings=[w.as_dict() for w in checked.warnings],
+        signature=signed.signature, signature_kid=signed.verified_kid,
         created_by=_user_or_none(actor or getattr(agent, "_actor", None) or agent.owner),
     )
     _sync_agent_index(agent, version)
@@ -114,6 +135,8 @@ def _sync_agent_index(agent: Agent, version: ManifestVersion) -> None:
         "tool_count": len(version.manifest.get("tools", [])),
         "scope_count": len(scopes),
         "manifest_size_bytes": version.size_bytes,
+        "capability_manifest_signature": version.signature,
+        "publisher_verified": version.publisher_verified,
     }
     Agent.objects.filter(pk=agent.pk).update(**fields)
     for name, value in fields.items():
@@ -139,7 +162,8 @@ def _emit_manifest_events(agent: Agent, version: ManifestVersion) -> None:
 
 
 def agent_create(*, owner: Any, name: str, description: str = "", capability_manifest: Any = None,
-                 webhook_url: str = "") -> tuple[Agent, ManifestUpdate | None, str | None]:
+                 capability_manifest_signature: str | None = None, webhook_url: str = "",
+                 ) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Create an agent (with its first manifest version if a manifest is given).
 
     Returns the agent, what the manifest did, and the webhook secret if one was issued.
@@ -148,7 +172,8 @@ def agent_create(*, owner: Any, name: str, description: str = "", capability_man
     secret = _webhook_secret_for(webhook_url, current_url="")
     agent = Agent(owner=owner, name=name, description=description, capability_manifest=capability_manifest,
                   webhook_url=webhook_url, webhook_secret=secret or "")
-    agent._checked_manifest, agent._checked_source = checked, capability_manifest
+    if checked is not None:
+        agent._submission = ManifestSubmission(capability_manifest, checked, capability_manifest_signature)
     with transaction.atomic():
         agent.save()
     update = _update_from(agent, checked) if checked is not None else None
@@ -156,12 +181,13 @@ def agent_create(*, owner: Any, name: str, description: str = "", capability_man
 
 
 def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: str = UNSET,
-                 capability_manifest: Any = UNSET, webhook_url: str = UNSET,
-                 expected_version: int | None = None, dry_run: bool = False,
+                 capability_manifest: Any = UNSET, capability_manifest_signature: str | None = None,
+                 webhook_url: str = UNSET, expected_version: int | None = None, dry_run: bool = False,
                  ) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Change an agent's fields and/or manifest under a row lock (gapless versions).
 
-    Raises VERSION_CONFLICT when ``expected_version`` is stale, MANIFEST_* when invalid.
+    Raises VERSION_CONFLICT when ``expected_version`` is stale, MANIFEST_* when invalid,
+    MANIFEST_SIGNATURE_* when an identified agent's new manifest is unsigned or badly signed.
     """
     checked = manifest_check(capability_manifest) if capability_manifest is not UNSET else None
     try:
@@ -173,11 +199,11 @@ def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: s
                                   [{"path": "", "code": "VERSION_CONFLICT",
                                     "message": f"current version is {agent.capability_manifest_version}"}])
             if dry_run:
-                return agent, _preview(agent, checked, capability_manifest), None
+                return agent, _preview(agent, checked, capability_manifest, capability_manifest_signature), None
             secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url)
             if checked is not None:
                 agent.capability_manifest = capability_manifest
-                agent._checked_manifest, agent._checked_source = checked, capability_manifest
+                agent._submission = ManifestSubmission(capability_manifest, checked, capability_manifest_signature)
                 agent._actor = actor
             agent.save()
     except IntegrityError as exc:
@@ -243,13 +269,22 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any) -> ManifestUpdate | None:
+def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any,
+             signature: str | None) -> ManifestUpdate | None:
+    """What saving would do. A signature is not required yet (owners sign offline after
+    the preview) but one that is given is checked, and the answer says if one will be."""
     if checked is None:
         return None
     if agent.capability_manifest is not None and checked.hash == agent.capability_manifest_hash:
-        return _unchanged(agent, checked)
+        update = _unchanged(agent, checked)
+        update.signature_required = False
+        return update
+    signed = manifest_signature_check(agent_id=agent.pk, manifest=manifest, signature=signature, require=False)
     diff = diff_manifests(agent.capability_manifest, manifest)
-    return _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False)
+    update = _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False,
+                        signed=signed)
+    update.signature_required = signed.required
+    return update
 
 
 def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
@@ -257,20 +292,23 @@ def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
     diff: DiffResult | None = getattr(agent, "_recorded_diff", None)
     if version is None or diff is None:
         return _unchanged(agent, checked)
-    return _from_diff(agent, checked, diff, version=version.version, stored=True)
+    signed = SignatureCheck(signature=version.signature, required=False, verified_kid=version.signature_kid)
+    return _from_diff(agent, checked, diff, version=version.version, stored=True, signed=signed)
 
 
 def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
     return ManifestUpdate(agent_id=str(agent.pk), version=agent.capability_manifest_version,
-                          hash=agent.capability_manifest_hash, warnings=[w.as_dict() for w in checked.warnings])
+                          hash=agent.capability_manifest_hash, warnings=[w.as_dict() for w in checked.warnings],
+                          signature=agent.capability_manifest_signature, publisher_verified=agent.publisher_verified)
 
 
 def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, version: int,
-               stored: bool) -> ManifestUpdate:
+               stored: bool, signed: SignatureCheck) -> ManifestUpdate:
     assert checked.hash is not None
     return ManifestUpdate(agent_id=str(agent.pk), version=version, hash=checked.hash, changes=diff.changes,
                           warnings=[w.as_dict() for w in checked.warnings],
-                          scopes_requiring_reauth=diff.scopes_requiring_reauth, stored=stored)
+                          scopes_requiring_reauth=diff.scopes_requiring_reauth, stored=stored,
+                          signature=signed.signature, publisher_verified=signed.publisher_verified)
 
 
 def agent_set_status(*, agent: Agent, status: str) -> Agent:

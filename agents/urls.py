@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agents import api
+from agents import api, identity_api
 
 urlpatterns = [
     path("agents", api.AgentListCreateView.as_view(), name="agents"),
@@ -18,6 +18,8 @@ urlpatterns = [
          name="agent-card-seed"),
     path("agents/<uuid:agent_id>/webhook/rotate-secret", api.WebhookSecretRotateView.as_view(),
          name="agent-webhook-secret-rotate"),
+    path("agents/<uuid:agent_id>/identity", identity_api.AgentIdentityView.as_view(), name="agent-identity"),
+    path("agents/<uuid:agent_id>/.well-known/jwks.json", identity_api.AgentJwksView.as_view(), name="agent-jwks"),
     path("agents/<uuid:agent_id>/credentials", api.AgentCredentialListView.as_view(), name="agent-credentials"),
     path("agents/<uuid:agent_id>/credentials/<int:key_id>", api.AgentCredentialDetailView.as_view(),
          name="agent-credential"),

@@ -6,6 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+
+from hashee.platform_key import platform_private_jwk
 
 
 @register()
@@ -24,4 +27,14 @@ def check_redis_for_sqlite(app_configs: Any, **kwargs: Any) -> list[Any]:
                         id="hashee.W002")]
     if settings.MAX_REQUEST_BODY_BYTES < 262144 + 4096:
         return [Error("HASHEE_MAX_REQUEST_BODY_BYTES is below the message payload cap.", id="hashee.E001")]
+    return []
+
+
+@register()
+def check_platform_signing_key(app_configs: Any, **kwargs: Any) -> list[Any]:
+    try:
+        platform_private_jwk()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), hint='A JSON object {"kty": "OKP", "crv": "Ed25519", "x": …, "d": …}, or unset.',
+                      id="hashee.E002")]
     return []

@@ -180,7 +180,9 @@ def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[
 # Events an agent's observers also receive by webhook.
 WEBHOOK_TYPES = frozenset({
     "h2a.reauth_required", "agent.manifest_updated", "h2a.relation_created", "h2a.relation_updated",
-    "h2a.relation_revoked", "message.new",
+    "h2a.relation_revoked", "message.new", "agent.identity_changed",
+    # A runtime that only has a webhook still learns of every key it must (not) encrypt to.
+    "keys.device_published", "keys.device_approved", "keys.device_revoked",
 })
 
 

@@ -20,6 +20,7 @@ EVENT_TYPES: dict[str, str] = {
     "keys.device_revoked": "{device, relation_id?} — to the user (and related agents if it was approved)",
     "keys.agent_key_published": "{agent_id, key} — to the agent, its owner and its users",
     "keys.agent_key_revoked": "{agent_id, key} — to the agent, its owner and its users",
+    "agent.identity_changed": "{agent_id, kid, previous_kid, reset} (to the owner, the agent's users and observers)",
     "resync_required": "{}",
 }
 

@@ -193,6 +193,8 @@ SPECTACULAR_SETTINGS = {
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
 HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
+# A private Ed25519 JWK (JSON) that signs agent cards; unset → derived from SECRET_KEY.
+HASHEE_PLATFORM_SIGNING_KEY = os.environ.get("HASHEE_PLATFORM_SIGNING_KEY", "")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 # After a webhook secret is rotated, deliveries are signed with the old one too for this
 # long (Standard Webhooks allows several signatures), then the old one is forgotten.

@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("healthz", views.healthz, name="healthz"),
+    path(".well-known/jwks.json", views.PlatformJwksView.as_view(), name="platform-jwks"),
     path("api/ping", views.PingView.as_view(), name="ping"),
     path("events", EventListView.as_view(), name="events"),
     path("", include("agents.urls")),

@@ -12,6 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hashee.platform_key import platform_jwks
+
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message, "details": []}}, status=status)
@@ -43,3 +45,14 @@ class PingView(APIView):
     @extend_schema(operation_id="ping", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"ok": True})
+
+
+class PlatformJwksView(APIView):
+    """The platform's public signing keys (the ``jku`` of signed agent cards, SPEC §9.5)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    @extend_schema(operation_id="platform_jwks", responses={200: dict})
+    def get(self, request: Request) -> Response:
+        return Response(platform_jwks())

@@ -23,6 +23,11 @@ class ManifestForm(forms.Form):
     capability_manifest = forms.CharField(label=_("Capability manifest"), strip=False, widget=MANIFEST_WIDGET)
     expected_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
     previewed_hash = forms.CharField(required=False, widget=forms.HiddenInput)
+    # Shown only for an agent with an identity key (SPEC §9.1): the owner signs offline.
+    capability_manifest_signature = forms.CharField(
+        label=_("Publisher signature"), required=False, max_length=2048,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off",
+                                     "placeholder": "eyJhbGciOiJFZERTQSIs…..…"}))
 
 
 class AgentSettingsForm(forms.Form):

@@ -97,21 +97,25 @@ def agent_manifest(request: HttpRequest, agent: Agent) -> HttpResponse:
             if preview.hash != data["previewed_hash"]:
                 messages.warning(request, _("The manifest changed after the preview. Check the preview, then save."))
             else:
-                saved = _save_manifest(request, agent, preview, data["expected_version"])
+                saved = _save_manifest(request, agent, preview, data["expected_version"],
+                                       data["capability_manifest_signature"] or None)
                 if saved is not None:
                     return saved
     return render(request, "portal/agents/edit.html", {
         "agent": agent, "tab": "manifest", "form": form, "preview": preview,
+        "identity": selectors.identity_key_current(agent_id=agent.pk),
         "preview_html": _preview_html(request, agent, preview) if preview else "",
         "preview_url": reverse("portal:agent-preview", args=[agent.pk]), **_editor_limits()})
 
 
-def _save_manifest(request: HttpRequest, agent: Agent, preview: Preview, expected: int) -> HttpResponse | None:
+def _save_manifest(request: HttpRequest, agent: Agent, preview: Preview, expected: int,
+                   signature: str | None) -> HttpResponse | None:
     """Save what was previewed; None (with a message) when the service refuses it."""
     try:
         agent, update, _secret = services.agent_update(agent_id=agent.pk, actor=request.user,
-                                                       capability_manifest=preview.manifest, expected_version=expected)
-    except HasheeError as exc:  # VERSION_CONFLICT: saved by someone else since the editor opened
+                                                       capability_manifest=preview.manifest, expected_version=expected,
+                                                       capability_manifest_signature=signature)
+    except HasheeError as exc:  # VERSION_CONFLICT (saved meanwhile), MANIFEST_SIGNATURE_* (identified agent)
         messages.error(request, exc.message)
         return None
     assert update is not None

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.http import HttpRequest
 
 from agents.models import ManifestVersion
@@ -14,9 +14,10 @@ from relations.models import Relation
 from relations.selectors import relation_states
 
 
-def _needs_reauth() -> Exists:
-    return Exists(ManifestVersion.objects.filter(agent_id=OuterRef("agent_id"), breaking=True,
-                                                 version__gt=OuterRef("acknowledged_manifest_version")))
+def _needs_reauth() -> Q:
+    breaking_since = Exists(ManifestVersion.objects.filter(agent_id=OuterRef("agent_id"), breaking=True,
+                                                           version__gt=OuterRef("acknowledged_manifest_version")))
+    return Q(breaking_since) | Q(acknowledged_identity_resets__lt=F("agent__identity_resets"))
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -31,8 +32,8 @@ class StatusFilter(admin.SimpleListFilter):
         if value == "revoked":
             return queryset.filter(revoked_at__isnull=False)
         if value in ("active", "reauth_required"):
-            live = queryset.filter(revoked_at__isnull=True).annotate(needs=_needs_reauth())
-            return live.filter(needs=value == "reauth_required")
+            live = queryset.filter(revoked_at__isnull=True)
+            return live.filter(_needs_reauth()) if value == "reauth_required" else live.exclude(_needs_reauth())
         return queryset
 
 

@@ -22,6 +22,8 @@ class RelationCreateInput(serializers.Serializer):
 class RelationUpdateInput(serializers.Serializer):
     granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
     acknowledged_manifest_version = serializers.IntegerField(required=False, min_value=0)
+    acknowledged_manifest_hash = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                                        help_text="SHA-256 (hex) of the version consented to")
 
 
 class RelationOutput(serializers.Serializer):
@@ -32,6 +34,7 @@ class RelationOutput(serializers.Serializer):
     pending_scopes = serializers.ListField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=["active", "reauth_required", "revoked"])
     acknowledged_manifest_version = serializers.IntegerField()
+    acknowledged_manifest_hash = serializers.CharField(allow_null=True)
     current_manifest_version = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

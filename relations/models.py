@@ -26,6 +26,10 @@ class Relation(models.Model):
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="relations")
     granted_scopes = models.JSONField(default=list, blank=True)
     acknowledged_manifest_version = models.PositiveIntegerField(default=0)
+    # SPEC §9.3: the hash of that version, so consent names exactly what the user saw.
+    acknowledged_manifest_hash = models.CharField(max_length=64, blank=True, default="")
+    # The agent's identity_resets the user last consented under (SPEC §9.1 reset).
+    acknowledged_identity_resets = models.PositiveIntegerField(default=0)
     # The event-log window in which the user belongs to the agent's audience.
     events_from_id = models.BigIntegerField(default=0, editable=False)
     events_until_id = models.BigIntegerField(null=True, blank=True, editable=False)

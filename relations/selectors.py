@@ -40,7 +40,9 @@ def relation_states(relations: Iterable[Relation]) -> dict[Any, RelationState]:
     history = version_effects(agent_ids={r.agent_id for r in relations}, after=floor)
     return {r.pk: derive_state(granted=r.granted_scopes, acknowledged=r.acknowledged_manifest_version,
                                revoked=r.revoked_at is not None, declared=declared_scopes(r.agent),
-                               history=history.get(r.agent_id, [])) for r in relations}
+                               history=history.get(r.agent_id, []),
+                               identity_reset=r.acknowledged_identity_resets < r.agent.identity_resets)
+            for r in relations}
 
 
 def relations_of_user(*, user: Any) -> QuerySet[Relation]:
@@ -86,15 +88,16 @@ def audience_summaries(*, agents: Iterable[Agent]) -> dict[Any, AudienceSummary]
     summaries = {pk: AudienceSummary(scopes={s: {"granted": 0, "pending": 0} for s in sorted(declared_scopes(a))})
                  for pk, a in by_id.items()}
     groups = list(Relation.objects.filter(agent_id__in=list(by_id), revoked_at__isnull=True)
-                  .values_list("agent_id", "acknowledged_manifest_version", "granted_scopes")
+                  .values_list("agent_id", "acknowledged_manifest_version", "granted_scopes",
+                               "acknowledged_identity_resets")
                   .annotate(n=Count("id")).order_by())
     if not groups:
         return summaries
-    history = version_effects(agent_ids=by_id, after=min(acknowledged for _, acknowledged, _, _ in groups))
+    history = version_effects(agent_ids=by_id, after=min(group[1] for group in groups))
     declared = {pk: declared_scopes(agent) for pk, agent in by_id.items()}
-    for agent_id, acknowledged, granted, n in groups:
+    for agent_id, acknowledged, granted, resets, n in groups:
         state = derive_state(granted=granted, acknowledged=acknowledged, revoked=False, declared=declared[agent_id],
-                             history=history.get(agent_id, []))
+                             history=history.get(agent_id, []), identity_reset=resets < by_id[agent_id].identity_resets)
         summary = summaries[agent_id]
         summary.users += n
         summary.pending += n if state.status == "reauth_required" else 0

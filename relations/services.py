@@ -22,6 +22,7 @@ def relation_payload(relation: Relation) -> dict[str, Any]:
         "relation_id": str(relation.pk), "agent_id": str(relation.agent_id), "user": relation.user.username,
         "granted_scopes": state.granted_scopes, "pending_scopes": state.pending_scopes, "status": state.status,
         "acknowledged_manifest_version": relation.acknowledged_manifest_version,
+        "acknowledged_manifest_hash": relation.acknowledged_manifest_hash or None,
         "current_manifest_version": relation.agent.capability_manifest_version,
         "created_at": _iso(relation.created_at), "updated_at": _iso(relation.updated_at),
         "revoked_at": _iso(relation.revoked_at) if relation.revoked_at else None,
@@ -66,7 +67,7 @@ def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> R
         try:
             with transaction.atomic():
                 relation = Relation.objects.create(user=user, agent=agent, granted_scopes=scopes,
-                                                   acknowledged_manifest_version=agent.capability_manifest_version)
+                                                   **_acknowledgement(agent))
         except IntegrityError as exc:
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.") from exc
         relation.events_from_id = _emit(relation, "h2a.relation_created")
@@ -74,11 +75,20 @@ def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> R
     return relation
 
 
-def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
-                       acknowledged_manifest_version: int | None = None) -> Relation:
-    """Re-consent to the agent's current manifest: active again, pending cleared.
+def _acknowledgement(agent: Agent) -> dict[str, Any]:
+    """What a consent acknowledges: the current manifest (version and hash) and publisher."""
+    return {"acknowledged_manifest_version": agent.capability_manifest_version,
+            "acknowledged_manifest_hash": agent.capability_manifest_hash,
+            "acknowledged_identity_resets": agent.identity_resets}
 
-    Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VERSION_CONFLICT (stale acknowledgement).
+
+def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
+                       acknowledged_manifest_version: int | None = None,
+                       acknowledged_manifest_hash: str | None = None) -> Relation:
+    """Re-consent to the agent's current manifest (and publisher): active again, pending cleared.
+
+    Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VERSION_CONFLICT (a stale acknowledged
+    version, or a hash that is not the current version's).
     """
     with transaction.atomic():
         relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
@@ -92,9 +102,16 @@ def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
                               f"You acknowledged version {acknowledged_manifest_version}; the current one is {current}.",
                               [{"path": "/acknowledged_manifest_version", "code": "VERSION_CONFLICT",
                                 "message": f"current version is {current}"}])
+        if acknowledged_manifest_hash is not None and acknowledged_manifest_hash != agent.capability_manifest_hash:
+            raise HasheeError("VERSION_CONFLICT",
+                              f"The acknowledged hash is not that of version {current}, the current one.",
+                              [{"path": "/acknowledged_manifest_hash", "code": "VERSION_CONFLICT",
+                                "message": f"version {current} has hash {agent.capability_manifest_hash or None}"}])
         relation.granted_scopes = _check_scopes(agent, granted_scopes)
-        relation.acknowledged_manifest_version = current
-        relation.save(update_fields=["granted_scopes", "acknowledged_manifest_version", "updated_at"])
+        acknowledgement = _acknowledgement(agent)
+        for name, value in acknowledgement.items():
+            setattr(relation, name, value)
+        relation.save(update_fields=["granted_scopes", *acknowledgement, "updated_at"])
         _emit(relation, "h2a.relation_updated")
     return relation
 

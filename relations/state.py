@@ -30,8 +30,12 @@ class RelationState:
 
 
 def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, declared: set[str],
-                 history: Iterable[VersionEffects]) -> RelationState:
-    """Effective status, grants and pending scopes of one relation."""
+                 history: Iterable[VersionEffects], identity_reset: bool = False) -> RelationState:
+    """Effective status, grants and pending scopes of one relation.
+
+    ``identity_reset``: the agent's identity key was reset since the user consented — they
+    must accept the new publisher (SPEC §9.1); their grants are kept, nothing new is pending.
+    """
     granted = list(dict.fromkeys(granted))
     if revoked:
         return RelationState("revoked", granted, [])
@@ -41,7 +45,7 @@ def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, de
     removed = {s for v in later for s in v.removed_scopes}
     pending = sorted({s for v in breaking for s in v.scopes_requiring_reauth} & declared)
     effective = [s for s in granted if s in declared and s not in withheld and s not in removed]
-    return RelationState("reauth_required" if breaking else "active", effective, pending)
+    return RelationState("reauth_required" if breaking or identity_reset else "active", effective, pending)
 
 
 def effects_of(version: Any) -> VersionEffects:

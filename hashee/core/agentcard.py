@@ -11,6 +11,9 @@ Three shapes:
 
 The four Hashee flags have no A2A equivalent except streaming, so all four also travel
 as the params of a (non-required) capability extension.
+
+The v1 card can be signed (SPEC §9.5, :func:`sign_agent_card`): an A2A
+``AgentCardSignature``, a JWS over the card's canonical JSON without ``signatures``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from hashee.core.canonical import canonicalize
 from hashee.core.manifest import CAPABILITY_FLAGS
+from hashee.core.signing import sign_detached
 
 CardShape = Literal["combined", "v1", "seed"]
 
@@ -142,3 +147,43 @@ def _interface(url: str) -> dict[str, str]:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else url
+
+
+def card_signing_payload(card: Mapping[str, Any]) -> bytes:
+    """The bytes an A2A card signature signs: what the official SDK recomputes from the
+    card it parsed (``a2a.utils.signing._canonicalize_agent_card``).
+
+    The SDK signs the protobuf message's JSON (``MessageToDict``), not the card as served:
+    proto3 drops booleans that are false where the field has no presence (an extension's
+    ``required``); the SDK then removes empty strings, lists and objects, recursively, and
+    serializes the rest as RFC 8785. Signing the served JSON instead would not verify.
+    """
+    body = {name: value for name, value in card.items() if name != "signatures"}
+    capabilities = body.get("capabilities")
+    if isinstance(capabilities, Mapping) and isinstance(capabilities.get("extensions"), list):
+        extensions = [{k: v for k, v in ext.items() if not (k == "required" and v is False)}
+                      for ext in capabilities["extensions"]]
+        body["capabilities"] = {**capabilities, "extensions": extensions}
+    return canonicalize(_without_empty(body) or {})
+
+
+def sign_agent_card(card: Mapping[str, Any], private_jwk: Mapping[str, Any], *, kid: str,
+                    jku: str) -> dict[str, Any]:
+    """``card`` with ``signatures``: one AgentCardSignature by ``private_jwk`` (EdDSA), whose
+    protected header names the key (``kid``) and where to fetch it (``jku``, a JWK Set)."""
+    protected, _empty, signature = sign_detached(card_signing_payload(card), private_jwk, kid=kid,
+                                                 jku=jku).split(".")
+    return {**card, "signatures": [{"protected": protected, "signature": signature}]}
+
+
+def _without_empty(value: Any) -> Any:
+    """The SDK's ``_clean_empty``: None for "", [] and {} (after cleaning their members)."""
+    if isinstance(value, Mapping):
+        cleaned = {k: c for k, v in value.items() if (c := _without_empty(v)) is not None}
+        return cleaned or None
+    if isinstance(value, list):
+        items = [c for v in value if (c := _without_empty(v)) is not None]
+        return items or None
+    if isinstance(value, str) and not value:
+        return None
+    return value

@@ -1,4 +1,4 @@
-"""``python manage.py manifest validate|hash|diff|card FILE [FILE2]`` without Django (SPEC §8).
+"""``python manage.py manifest validate|hash|diff|card|keygen|sign|verify …`` without Django (SPEC §8, §9.1).
 
 :func:`run` returns an exit code and one structured result (seed 002):
 ``{"ok": true, "command": "manifest", "subcommand": …, "data": {…}}`` or
@@ -6,11 +6,19 @@
 
 Exit codes: 0 success; 1 the file is missing, not strict JSON, or not a valid manifest
 (``FILE_NOT_FOUND``, ``MALFORMED_JSON``, ``MANIFEST_INVALID``, ``MANIFEST_TOO_LARGE`` —
-so CI enforces the 128 KiB cap); 2 bad usage (``USAGE_ERROR``, a CLI-only code).
+so CI enforces the 128 KiB cap), a key file that is not an Ed25519 JWK (``VALIDATION_ERROR``)
+or already exists (``FILE_EXISTS``), a signature that does not verify
+(``MANIFEST_SIGNATURE_INVALID``); 2 bad usage (``USAGE_ERROR``, a CLI-only code).
+
+The owner signs offline: ``keygen`` writes a private JWK (mode 0600, never overwriting),
+``sign`` makes the detached JWS to send as ``capability_manifest_signature``, ``verify``
+checks one as a client would.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,12 +27,24 @@ from hashee.core.agentcard import CardShape, build_agent_card
 from hashee.core.canonical import CanonicalizationError, canonicalize, sha256_hex
 from hashee.core.diff import diff_manifests, diff_summary
 from hashee.core.manifest import MANIFEST_MAX_BYTES, ValidationResult, validate_manifest
+from hashee.core.signing import (
+    InvalidKeyError,
+    InvalidSignatureError,
+    ed25519_private_jwk,
+    ed25519_public_jwk,
+    generate_private_jwk,
+    jwk_thumbprint,
+    public_of,
+    sign_manifest,
+    verify_manifest,
+)
 from hashee.core.strictjson import MalformedJSON, loads_strict
 
 COMMAND = "manifest"
 USAGE = (
     "usage: manifest validate FILE | manifest hash FILE | manifest diff OLD_FILE NEW_FILE | "
-    "manifest card FILE [--name NAME] [--description TEXT] [--url URL] [--shape combined|v1|seed]"
+    "manifest card FILE [--name NAME] [--description TEXT] [--url URL] [--shape combined|v1|seed] | "
+    "manifest keygen OUT | manifest sign FILE --key OUT | manifest verify FILE --signature JWS --jwk PUBLIC_JWK_FILE"
 )
 CARD_URL_BASE = "https://hashee.example/agents/"
 _CARD_OPTIONS = ("name", "description", "url", "shape")
@@ -100,11 +120,59 @@ def _card(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
     )
 
 
+def _keygen(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
+    (path,) = _expect(positional, options, files=1)
+    key = generate_private_jwk()
+    kid = jwk_thumbprint(key)
+    text = json.dumps({**key, "kid": kid}, indent=2) + "\n"
+    try:  # O_EXCL: an existing key file (perhaps the only copy of a key) is never overwritten
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise CommandError(1, "FILE_EXISTS", f"{path} already exists; choose another file.") from None
+    except OSError as exc:
+        raise CommandError(1, "FILE_NOT_FOUND", f"Cannot create {path}: {exc.strerror or exc}.") from None
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(text)
+    return {"kid": kid, "jwk": public_of(key)}
+
+
+def _sign(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
+    (path,) = _expect(positional, options, files=1, allowed=("key",), required=("key",))
+    manifest = _load(path)
+    _valid_manifest(path, manifest)
+    key = _jwk(options["key"], ed25519_private_jwk)
+    return {"signature": sign_manifest(manifest, key)}
+
+
+def _verify(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
+    (path,) = _expect(positional, options, files=1, allowed=("signature", "jwk"), required=("signature", "jwk"))
+    manifest = _load(path)
+    _valid_manifest(path, manifest)
+    key = _jwk(options["jwk"], lambda jwk: public_of(jwk) if isinstance(jwk, dict) and "d" in jwk
+               else ed25519_public_jwk(jwk))
+    try:
+        verify_manifest(manifest, options["signature"].strip(), key)
+    except InvalidSignatureError as exc:
+        raise CommandError(1, "MANIFEST_SIGNATURE_INVALID", f"The signature does not verify over {path}: {exc}") \
+            from None
+    return {"valid": True, "kid": jwk_thumbprint(key)}
+
+
+def _jwk(path: str, check: Callable[[Any], dict[str, str]]) -> dict[str, str]:
+    try:
+        return check(_load(path))
+    except InvalidKeyError as exc:
+        raise CommandError(1, "VALIDATION_ERROR", f"{path}: {exc.message}", exc.details) from None
+
+
 _HANDLERS: dict[str | None, Callable[[list[str], dict[str, str]], dict[str, Any]]] = {
     "validate": _validate,
     "hash": _hash,
     "diff": _diff,
     "card": _card,
+    "keygen": _keygen,
+    "sign": _sign,
+    "verify": _verify,
 }
 
 
@@ -124,10 +192,14 @@ def _parse(args: list[str]) -> tuple[list[str], dict[str, str]]:
     return positional, options
 
 
-def _expect(positional: list[str], options: dict[str, str], *, files: int, allowed: tuple[str, ...] = ()) -> list[str]:
+def _expect(positional: list[str], options: dict[str, str], *, files: int, allowed: tuple[str, ...] = (),
+            required: tuple[str, ...] = ()) -> list[str]:
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         _usage(f"Unknown option --{unknown[0]}.")
+    missing = [name for name in required if name not in options]
+    if missing:
+        _usage(f"--{missing[0]} is required.")
     if len(positional) != files:
         _usage(f"Expected {files} file{'s' if files > 1 else ''}, got {len(positional)}.")
     return positional

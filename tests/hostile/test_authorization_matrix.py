@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents.models import ApiKey
 from hashee.auth import api_key_create
+from hashee.core import signing
 from relations import services as relation_services
 from tests.hostile import db_dump
 from toolcalls.keydir_models import AgentKey
@@ -32,10 +33,10 @@ DENIED = {401, 403, 404}
 OBJECT_ROUTES = {
     "agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1", "agent-card-seed",
     "agent-credentials", "agent-credential", "agent-keys", "agent-key", "agent-webhook-secret-rotate", "relation",
-    "messages", "relation-keys", "device-key", "device-key-approve", "events",
+    "messages", "relation-keys", "device-key", "device-key-approve", "events", "agent-identity", "agent-jwks",
 }
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
-                "agent-card-seed"}
+                "agent-card-seed", "agent-identity", "agent-jwks"}
 QUERY = {"agent-diff": "?from=1&to=1", "events": "?since=0", "messages": "?limit=100"}
 
 
@@ -119,6 +120,8 @@ def _body(name: str, method: str) -> Any:
         return {"name": "stolen"}
     if method == "POST" and name == "device-key-approve":
         return {"approver_key_id": KeyPair.generate().key_id, "signature": "c2lnbmF0dXJl"}
+    if method == "PUT" and name == "agent-identity":  # a reset needs no old key: the owner's alone
+        return {"jwk": signing.public_of(signing.generate_private_jwk()), "reset": True}
     return None
 
 

@@ -293,3 +293,37 @@ def test_a_disconnected_agent_shows_once_without_its_old_permissions_and_offers_
     page = client.get(reverse("portal:connections")).content.decode()
     assert page.count("data-connection=") == 1 and "data-disconnected" not in page  # reconnected
     assert "1 permission granted: filesystem:read" in page
+
+
+def test_an_identified_agents_editor_asks_for_the_signature_and_saves_it_verified(
+        alice: User, agent: Agent, manifest: dict[str, Any]) -> None:
+    from agents.identity import identity_key_publish
+    from hashee.core import signing
+
+    key = signing.generate_private_jwk()
+    identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(key))
+    client = browser_for(alice)
+    url = reverse("portal:agent-manifest", args=[agent.pk])
+    changed = copy.deepcopy(manifest)
+    changed["agent_version"] = "1.0.1"
+    text = json.dumps(changed, indent=2)
+    preview_hash = client.post(reverse("portal:agent-preview", args=[agent.pk]), text,
+                               content_type="text/plain").json()["hash"]
+    form = {"capability_manifest": text, "expected_version": 1, "previewed_hash": preview_hash, "action": "save"}
+
+    page = client.get(url).content.decode()
+    unsigned = client.post(url, form)
+    signed = client.post(url, {**form, "capability_manifest_signature": signing.sign_manifest(changed, key)})
+
+    assert "data-signature-field" in page and signing.jwk_thumbprint(key) in page
+    assert unsigned.status_code == 200 and "capability_manifest_signature" in unsigned.content.decode()
+    assert signed.status_code == 302
+    agent.refresh_from_db()
+    assert agent.capability_manifest_version == 2 and agent.publisher_verified
+    assert "data-verified-publisher" in client.get(reverse("portal:agent", args=[agent.pk])).content.decode()
+
+
+def test_an_agent_without_identity_shows_no_signature_field(alice: User, agent: Agent) -> None:
+    page = browser_for(alice).get(reverse("portal:agent-manifest", args=[agent.pk])).content.decode()
+
+    assert "data-signature-field" not in page and "data-verified-publisher" not in page

@@ -11,7 +11,8 @@ from hashee.core import cli
 
 
 class Command(BaseCommand):
-    help = "manifest validate|hash|diff|card FILE [FILE2]: offline checks printing one JSON object."
+    help = ("manifest validate|hash|diff|card|keygen|sign|verify …: offline checks and signatures, "
+            "printing one JSON object.")
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
