@@ -108,14 +108,25 @@ class DeviceKeyInput(PublicKeysInput):
     approval = ApprovalInput(required=False, help_text="Needed for every device but the user's first")
 
 
-class AgentKeyOutput(serializers.Serializer):
+class AgentKeyInput(PublicKeysInput):
+    identity_signature = serializers.CharField(required=False, max_length=400, help_text=(
+        "Required once the agent has an identity key: a detached JWS (EdDSA, kid = the identity's) over "
+        '"hashee-agent-runtime-key-v1\\n" + JCS({agent_id, key_id}) (docs/wire-spec.md)'))
+
+
+class KeyOutput(serializers.Serializer):
     key_id = serializers.CharField()
     x25519_public = serializers.CharField()
     ed25519_public = serializers.CharField()
     created_at = serializers.DateTimeField()
 
 
-class DeviceKeyOutput(AgentKeyOutput):
+class AgentKeyOutput(KeyOutput):
+    identity_kid = serializers.CharField(allow_null=True, help_text="null for an agent without an identity key")
+    identity_signature = serializers.CharField(allow_null=True)
+
+
+class DeviceKeyOutput(KeyOutput):
     device_id = serializers.CharField()
     status = serializers.ChoiceField(DeviceKey.Status.choices)
     approved_by_key_id = serializers.CharField(allow_null=True, help_text="null for the user's first device")
@@ -245,17 +256,19 @@ class AgentKeyListCreateView(APIView):
         return Response(_agent_keys(agent.pk))
 
     @extend_schema(
-        operation_id="agents_keys_register", request=PublicKeysInput,
+        operation_id="agents_keys_register", request=AgentKeyInput,
         responses={201: AgentKeyOutput, 200: OpenApiResponse(AgentKeyOutput, description="Already registered"),
                    400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR},
         description="Publish an agent runtime's public keys; only with that agent's own hak_ key. An agent may "
-                    "have several live keys (one per runtime), at most 20 (409 KEY_LIMIT_REACHED).",
+                    "have several live keys (one per runtime), at most 20 (409 KEY_LIMIT_REACHED). Once the agent "
+                    "has an identity key, each needs identity_signature (400 KEY_SIGNATURE_INVALID without one "
+                    "that verifies); publishing the same key again with a new signature replaces it.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
         agent = _agent(agent_id)
         if not _is_the_agent(request.user, agent):
             raise HasheeError("FORBIDDEN", "Only this agent's own key (hak_) may publish its keys.")
-        key, created = agent_key_register(agent=agent, **_valid(PublicKeysInput, request))
+        key, created = agent_key_register(agent=agent, **_valid(AgentKeyInput, request))
         return Response(agent_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 

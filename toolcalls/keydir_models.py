@@ -62,6 +62,10 @@ class AgentKey(PublishedKeys):
     """A key pair of one of an agent's runtimes (an agent may run several)."""
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="public_keys")
+    # An identified agent's identity vouches for each runtime key (SPEC §9.2): a detached
+    # JWS over docs/wire-spec.md's runtime-key statement, kept so that SDKs check it.
+    identity_kid = models.CharField(max_length=64, blank=True, default="")
+    identity_signature = models.TextField(blank=True, default="")
 
     class Meta(PublishedKeys.Meta):
         constraints = [

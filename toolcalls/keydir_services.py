@@ -17,6 +17,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.selectors import identity_key_current
+from hashee.core import signing
 from hashee.errors import HasheeError
 from hashee.events import event_emit
 from relations.models import Relation
@@ -95,21 +97,47 @@ def device_key_revoke(*, user: Any, device_id: str) -> None:
         _device_revoke(key)
 
 
-def agent_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str) -> tuple[AgentKey, bool]:
-    """Publish an agent runtime's keys; returns (key, created). Raises KEY_LIMIT_REACHED."""
+def agent_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str,
+                       identity_signature: str | None = None) -> tuple[AgentKey, bool]:
+    """Publish an agent runtime's keys; returns (key, created). An identified agent's key
+    needs its identity's signature (a key already published takes a new one, e.g. after
+    the identity rotated). Raises KEY_LIMIT_REACHED, KEY_SIGNATURE_INVALID."""
     key_id = _key_id(x25519_public, ed25519_public)
     with transaction.atomic():
         Agent.objects.select_for_update().filter(pk=agent.pk).first()  # one writer per agent
+        vouched = _identity_vouches(agent, key_id, identity_signature)
         live = AgentKey.objects.filter(agent=agent, revoked_at__isnull=True)
         current = live.filter(key_id=key_id).first()
         if current is not None:
+            if vouched != (current.identity_kid, current.identity_signature):
+                current.identity_kid, current.identity_signature = vouched
+                current.save(update_fields=["identity_kid", "identity_signature"])
+                _agent_key_event(current, "keys.agent_key_published")
             return current, False
         if live.count() >= MAX_AGENT_KEYS:
             raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_AGENT_KEYS} live keys per agent; revoke one first.")
         key = AgentKey.objects.create(agent=agent, key_id=key_id, x25519_public=x25519_public,
-                                      ed25519_public=ed25519_public)
+                                      ed25519_public=ed25519_public, identity_kid=vouched[0],
+                                      identity_signature=vouched[1])
         _agent_key_event(key, "keys.agent_key_published")
     return key, True
+
+
+def _identity_vouches(agent: Agent, key_id: str, signature: str | None) -> tuple[str, str]:
+    """(kid, signature) of the agent's identity over this runtime key; ("", "") for an
+    agent without an identity. Raises KEY_SIGNATURE_INVALID."""
+    identity = identity_key_current(agent_id=agent.pk)
+    if identity is None:
+        return "", ""
+    if not signature:
+        raise HasheeError("KEY_SIGNATURE_INVALID", "This agent has an identity key: its runtime keys need "
+                          "identity_signature, a detached JWS of the runtime-key statement (docs/wire-spec.md).")
+    try:
+        signing.verify_detached(signature, statements.runtime_key_bytes(agent_id=str(agent.pk), key_id=key_id),
+                                identity.jwk, kid=identity.kid)
+    except signing.InvalidSignatureError as exc:
+        raise HasheeError("KEY_SIGNATURE_INVALID", f"identity_signature does not vouch for this key: {exc}") from None
+    return identity.kid, signature
 
 
 def agent_key_revoke(*, agent: Agent, key_id: str) -> None:
@@ -165,6 +193,7 @@ def device_key_data(key: DeviceKey) -> dict[str, Any]:
 def agent_key_data(key: AgentKey) -> dict[str, Any]:
     """An agent runtime key as the API returns it."""
     return {"key_id": key.key_id, "x25519_public": key.x25519_public, "ed25519_public": key.ed25519_public,
+            "identity_kid": key.identity_kid or None, "identity_signature": key.identity_signature or None,
             "created_at": _iso(key.created_at)}
 
 

@@ -67,7 +67,7 @@ def test_an_independent_node_implementation_verifies_every_vector() -> None:
     assert completed.stdout.strip().endswith("all vectors verified")
 
 
-@pytest.mark.parametrize("tamper", ["ciphertext", "signature", "safety"])
+@pytest.mark.parametrize("tamper", ["ciphertext", "signature", "safety", "manifest"])
 def test_the_node_implementation_refuses_a_tampered_vector(tamper: str, tmp_path: Path) -> None:
     data = _committed()
     if tamper == "ciphertext":
@@ -77,8 +77,10 @@ def test_the_node_implementation_refuses_a_tampered_vector(tamper: str, tmp_path
         copy["ciphertext"] = wire.b64encode(bytes(raw))
     elif tamper == "signature":
         data["device_approval"]["device_id"] = "mallory-tablet"
-    else:
+    elif tamper == "safety":
         data["safety_number"]["agent_id"] = "another-agent"
+    else:  # a server that rewrote the manifest after it was signed
+        data["manifest_signature"]["manifest"]["permission_scopes"][0]["sensitivity"] = "low"
     path = tmp_path / "vectors.json"
     path.write_text(json.dumps(data), encoding="utf-8")
 

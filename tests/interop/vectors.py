@@ -13,6 +13,7 @@ from typing import Any
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
+from hashee.core import signing
 from toolcalls.sdk import statements, wire
 from toolcalls.sdk.crypto import KeyPair
 from toolcalls.sdk.envelope import Recipient, seal_copy, signed_bytes
@@ -23,6 +24,15 @@ TS_MS = 1_795_481_450_000
 CALL = {"subtype": "tool_call", "call_id": "call_0123456789abcdef", "tool_name": "read_file",
         "arguments": {"path": "notes/élan.txt"}, "permission_scope": "filesystem:read", "timeout_ms": 5000,
         "manifest_version": 3, "manifest_hash": "0" * 64, "reply_key": "", "expires_at": TS_MS + 65_000}
+
+
+MANIFEST = {"schema_version": "1.0", "agent_version": "1.0.0", "capability_flags": {"supports_voice": False},
+            "permission_scopes": [{"id": "filesystem:read", "label_i18n_key": "agent.scope.filesystem_read.label",
+                                   "sensitivity": "medium", "label_fallback": "Lire un fichier — 读取文件"}],
+            "tools": [{"name": "read_file", "description_i18n_key": "agent.cap.read_file.description",
+                       "permission_scope": "filesystem:read", "timeout_ms": 5000,
+                       "input_schema": {"type": "object", "additionalProperties": False, "required": ["path"],
+                                        "properties": {"path": {"type": "string", "maxLength": 1024}}}}]}
 
 
 def _seed(label: str) -> bytes:
@@ -55,6 +65,7 @@ def build() -> dict[str, Any]:
                            direction=wire.USER_TO_AGENT, now_ms=TS_MS + 1200,
                            ephemeral=PrivateKey(_seed("ephemeral-2")), nonce=_seed("nonce-2")[:24])
     identity_x = _b64url(bytes(identity.verify_key))
+    identity_private = {"kty": "OKP", "crv": "Ed25519", "x": identity_x, "d": _b64url(bytes(identity))}
     approval = statements.approve_device(laptop, device_id="phone", key_id=phone.key_id)
     return {
         "description": "docs/wire-spec.md test vectors; every byte string is standard base64 unless named _b64url",
@@ -70,7 +81,10 @@ def build() -> dict[str, Any]:
                             "signature": approval},
         "runtime_key": {"agent_id": AGENT_ID, "key_id": agent.key_id,
                         "signed_bytes": wire.b64encode(statements.runtime_key_bytes(agent_id=AGENT_ID,
-                                                                                    key_id=agent.key_id))},
+                                                                                    key_id=agent.key_id)),
+                        "identity_signature": statements.sign_runtime_key(identity_private, agent_id=AGENT_ID,
+                                                                          key_id=agent.key_id)},
+        "manifest_signature": {"manifest": MANIFEST, "signature": signing.sign_manifest(MANIFEST, identity_private)},
         "tool_call": _envelope_vector(call, agent, copy, "bob_laptop", wire.AGENT_TO_USER),
         "tool_response": _envelope_vector(response, laptop, reply_copy, "reply_key", wire.USER_TO_AGENT),
         "safety_number": {"agent_id": AGENT_ID, "agent_identity_x_b64url": identity_x,

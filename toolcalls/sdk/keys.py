@@ -110,9 +110,14 @@ class KeyDirectory:
     async def revoke_device(self, device_id: str) -> None:
         await call_api(self.transport, "DELETE", f"/keys/devices/{device_id}")
 
-    async def register_agent_key(self, agent_id: str, keys: PublicKeys) -> dict[str, Any]:
-        body = await call_api(self.transport, "POST", f"/agents/{agent_id}/keys", json=keys.as_api())
-        return dict(body)
+    async def register_agent_key(self, agent_id: str, keys: PublicKeys, *,
+                                 identity_signature: str | None = None) -> dict[str, Any]:
+        """Publish a runtime key; an identified agent's needs ``identity_signature``
+        (:func:`statements.sign_runtime_key`, made where the identity key is kept)."""
+        body: dict[str, Any] = keys.as_api()
+        if identity_signature is not None:
+            body["identity_signature"] = identity_signature
+        return dict(await call_api(self.transport, "POST", f"/agents/{agent_id}/keys", json=body))
 
 
 def _approval(approver: KeyPair, device_id: str, key_id: str) -> dict[str, str]:

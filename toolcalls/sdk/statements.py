@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 import nacl.exceptions
 from nacl.signing import VerifyKey
 
+from hashee.core import signing
 from hashee.core.canonical import canonicalize
 from toolcalls.sdk import wire
 from toolcalls.sdk.crypto import KeyPair, PublicKeys
@@ -49,6 +52,25 @@ def device_approval_valid(approval: str, *, approver: PublicKeys, device_id: str
 def runtime_key_bytes(*, agent_id: str, key_id: str) -> bytes:
     """The payload an agent's identity key signs for one of its runtime keys (*vector*)."""
     return wire.RUNTIME_KEY_PREFIX + canonicalize({"agent_id": str(agent_id), "key_id": key_id})
+
+
+def sign_runtime_key(identity_private_jwk: Mapping[str, Any], *, agent_id: str, key_id: str) -> str:
+    """The identity's detached JWS vouching for one runtime key of the agent."""
+    return signing.sign_detached(runtime_key_bytes(agent_id=agent_id, key_id=key_id), identity_private_jwk,
+                                 kid=signing.jwk_thumbprint(identity_private_jwk))
+
+
+def runtime_key_vouched(signature: str | None, *, identity_jwk: Mapping[str, Any], agent_id: str,
+                        key_id: str) -> bool:
+    """True when ``signature`` is the identity's vouching for this agent's runtime key."""
+    if not signature:
+        return False
+    try:
+        signing.verify_detached(signature, runtime_key_bytes(agent_id=agent_id, key_id=key_id), identity_jwk,
+                                kid=signing.jwk_thumbprint(identity_jwk))
+    except (signing.InvalidSignatureError, signing.InvalidKeyError):
+        return False
+    return True
 
 
 def fingerprint(public_key: bytes, stable_id: str) -> str:

@@ -79,6 +79,22 @@ const runtime = vectors.runtime_key;
 check("runtime key bytes", equalBytes(concat(utf8("hashee-agent-runtime-key-v1\n"),
   utf8(canonicalize({ agent_id: runtime.agent_id, key_id: runtime.key_id }))), b64(runtime.signed_bytes)));
 
+// A detached JWS (RFC 7515 Appendix F): the signing input is <protected>.<base64url(payload)>.
+function verifyDetachedJws(jws, payload, x, kid) {
+  const [protectedPart, middle, signature] = jws.split(".");
+  const header = JSON.parse(Buffer.from(protectedPart, "base64url").toString("utf8"));
+  const input = utf8(`${protectedPart}.${b64url(payload)}`);
+  return middle === "" && header.alg === "EdDSA" && header.kid === kid && !("b64" in header)
+    && nacl.sign.detached.verify(input, new Uint8Array(Buffer.from(signature, "base64url")),
+      new Uint8Array(Buffer.from(x, "base64url")));
+}
+
+check("runtime key vouched for by the identity", verifyDetachedJws(runtime.identity_signature,
+  b64(runtime.signed_bytes), jwk.x, vectors.identity.kid));
+const signed = vectors.manifest_signature;
+check("manifest signature over its RFC 8785 bytes", verifyDetachedJws(signed.signature,
+  utf8(canonicalize(signed.manifest)), jwk.x, vectors.identity.kid));
+
 const laptop = vectors.keys.bob_laptop;
 openEnvelope("tool_call", vectors.tool_call, laptop.key_id, b64(laptop.x25519_private), b64(vectors.keys.agent_runtime.ed25519_public));
 openEnvelope("tool_response", vectors.tool_response, reply.reply_key_id, b64(reply.x25519_private), b64(laptop.ed25519_public));
