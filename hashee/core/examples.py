@@ -34,8 +34,9 @@ from hashee.core.diff_support import (
 Step = tuple[Segment, Any]
 
 MAX_CANDIDATES: Final = 80
-# Work units: 10-20 µs each in the worst case bench/redos.py measures (one character matched
-# by one pattern whose lazy DFA gives up), so a diff spends well under a second here.
+# Work units: one character matched by one pattern. Most cost nanoseconds; the worst case
+# bench/redos.py measures (a lazy DFA that gives up) costs ~10-30 µs, so a diff spends at
+# most a fraction of a second here, and the issue-14 case needs ~1,200 units.
 WORK_BUDGET: Final = 25_000
 COMPILE_UNITS: Final = 250  # one distinct pattern compiled at the size limit, 2-5 ms
 _MAX_DEPTH: Final = 16

@@ -1,42 +1,22 @@
 """An owner's catastrophic regex cannot freeze the diff engine (issue 14).
 
-A regex match holds the GIL, so a hang cannot be watched from a thread of the same
-process: each diff runs in a child process, and the test waits a generous, bounded time
-for its answer (a hang shows as a timeout; speed is measured in bench/redos.py).
+Each diff that could hang runs in a child process (tests.in_child): a hang shows as a
+timeout of a generous bounded wait; speed is measured in bench/redos.py.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import jsonschema_rs
-import pytest
 
 from hashee.core.diff import diff_manifests
 from hashee.core.examples import ExampleBuilder, Probe, WorkBudget
 from tests.core.test_diff import root, with_schema
+from tests.in_child import in_child
 
-HANG_SECONDS = 60  # far beyond any honest diff; only a hang reaches it
 EVIL = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"
 BACKREFERENCE = r"^(a|aa)+\1b$"
-
-
-def in_child(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a fresh process; fails the test if no answer comes back in time."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    future = pool.submit(fn, *args)
-    try:
-        return future.result(timeout=HANG_SECONDS)
-    except FutureTimeout:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.kill()  # only the child this test started
-        pytest.fail(f"{fn.__name__} did not answer within {HANG_SECONDS} s: a regex hangs")
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:

@@ -33,9 +33,10 @@ import pytest
 
 from agents.management.commands.seed_demo import DEMO_PASSWORD
 from tests.e2e.test_portal_browser import LiveServer, _free_port, _venv_bin, _wait_healthy
+from tests.in_child import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
-HANG_SECONDS = 60  # far beyond any honest answer; only a frozen server reaches it
+
 EVIL = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"
 SCOPE = {"id": "filesystem:read", "label_i18n_key": "agent.scope.filesystem_read.label", "sensitivity": "medium"}
 

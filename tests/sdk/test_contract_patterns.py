@@ -1,23 +1,20 @@
 """A malicious agent's patterns cannot hang the device that checks its calls (issue 14).
 
 The argument check holds the GIL while a pattern runs, so a hang is watched from outside:
-the decision runs in a child process and the test waits a generous, bounded time for it.
+the decision runs in a child process (tests.in_child) within a generous, bounded wait.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import pytest
 
+from tests.in_child import in_child
 from tests.sdk.fakes import ALL_SCOPES, manifest
 from toolcalls.sdk.contract import MAX_MANIFEST_PATTERNS, compile_manifest, decide
 from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
 
-HANG_SECONDS = 60
 SUBJECT = PolicySubject("laptop", "session-1", "agent-1")
 EVIL = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"
 BACKREFERENCE = r"^(a|aa)+\1b$"
@@ -38,17 +35,8 @@ def decision_of(agent_manifest: dict[str, Any], tool: str, scope: str, arguments
 
 
 def read_file(agent_manifest: dict[str, Any], **arguments: Any) -> tuple[str, Any, list[str]]:
-    """The decision, reached in a child process within the hang limit."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    future = pool.submit(decision_of, agent_manifest, "read_file", "filesystem:read", arguments)
-    try:
-        return future.result(timeout=HANG_SECONDS)
-    except FutureTimeout:
-        for process in list(getattr(pool, "_processes", {}).values()):
-            process.kill()  # only the child this test started
-        pytest.fail(f"the argument check did not answer within {HANG_SECONDS} s")
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    """The decision on a ``read_file`` call, reached in a child process."""
+    return in_child(decision_of, agent_manifest, "read_file", "filesystem:read", arguments)
 
 
 def test_the_issue_pattern_is_checked_and_refused_without_hanging() -> None:
