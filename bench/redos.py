@@ -4,7 +4,7 @@
 Run: .venv/bin/python bench/redos.py [--repeat N]   (pure: no database, no server)
 
 Each pattern is tried in several shapes: added to a string property (the issue 14 case,
-pool string ``"a" * 256``), added where the current value is a 60 KB string or a 15 KB
+pool string ``"a" * 256``), added where the current value is a 60 KB string or a 12 KB
 string that makes the lazy DFA give up (the costliest input a linear engine has), as a
 ``patternProperties`` key that property names must be matched against, and under
 ``propertyNames``. The SDK checks one 190 KB string (plain, and DFA-thrashing), and 4,000 short strings that each
@@ -72,9 +72,9 @@ def diff_shapes(pattern: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]
         "pattern added, 60 KB value": (
             {"required": ["p"], "properties": {"p": {"enum": [long_value, "b"]}}},
             {"required": ["p"], "properties": {"p": {"enum": [long_value, "b"], "pattern": pattern}}}),
-        "pattern added, 15 KB thrash value": (
-            {"required": ["p"], "properties": {"p": {"enum": [THRASH[:15_000], "b"]}}},
-            {"required": ["p"], "properties": {"p": {"enum": [THRASH[:15_000], "b"], "pattern": pattern}}}),
+        "pattern added, 12 KB thrash value": (
+            {"required": ["p"], "properties": {"p": {"enum": [THRASH[:12_000], "b"]}}},
+            {"required": ["p"], "properties": {"p": {"enum": [THRASH[:12_000], "b"], "pattern": pattern}}}),
         "patternProperties vs 50 names": (
             {"properties": {"o": {"type": "object", "properties": names}}},
             {"properties": {"o": {"type": "object", "patternProperties": {pattern: {"type": "string"}},
