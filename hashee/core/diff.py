@@ -31,11 +31,11 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from hashee.core.diff_support import BREAKING, Rule, escape_segment, json_equal, render_pointer
-from hashee.core.examples import ExampleBuilder
+from hashee.core.examples import ExampleBuilder, WorkBudget
 from hashee.core.schema_diff import SchemaChange, diff_schema
 
 __all__ = ["DiffResult", "Rule", "diff_manifests", "diff_summary"]
@@ -216,6 +216,8 @@ def _identical(old: Any, new: Any) -> bool:
 class _Sides:
     old_sensitivity: dict[str, Any]
     new_sensitivity: dict[str, Any]
+    # One budget for the examples of every tool: a diff's example search is bounded as a whole.
+    budget: WorkBudget = field(default_factory=WorkBudget)
 
     def tool_pair_changes(
         self, name: str, path: str, old: Mapping[str, Any], new: Mapping[str, Any]
@@ -225,7 +227,7 @@ class _Sides:
             *self._scope_move(name, path, old, new),
             *_text_changes(old, new, _TOOL_TEXT, path, tool=name, scope=scope),
             *_setting_changes(name, path, old, new, scope),
-            *_input_schema_changes(name, path, old.get("input_schema"), new.get("input_schema"), scope),
+            *_input_schema_changes(name, path, old.get("input_schema"), new.get("input_schema"), scope, self.budget),
         ]
 
     def _scope_move(self, name: str, path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -255,9 +257,11 @@ def _setting_changes(
     return changes
 
 
-def _input_schema_changes(name: str, path: str, old: Any, new: Any, scope: str | None) -> list[dict[str, Any]]:
+def _input_schema_changes(
+    name: str, path: str, old: Any, new: Any, scope: str | None, budget: WorkBudget
+) -> list[dict[str, Any]]:
     changes = diff_schema(old, new)
-    builder = _example_builder(old, new) if any(c.breaking and c.probe for c in changes) else None
+    builder = _example_builder(old, new, budget) if any(c.breaking and c.probe for c in changes) else None
     return [_schema_record(name, path, change, scope, builder) for change in changes]
 
 
@@ -275,9 +279,9 @@ def _schema_record(
     return record
 
 
-def _example_builder(old: Any, new: Any) -> ExampleBuilder | None:
+def _example_builder(old: Any, new: Any, budget: WorkBudget) -> ExampleBuilder | None:
     try:
-        return ExampleBuilder(old, new)
+        return ExampleBuilder(old, new, budget)
     except Exception:  # a schema the validator cannot load just gets no examples
         return None
 

@@ -5,11 +5,12 @@ Pure functions on plain data; nothing here raises on a manifest that passed vali
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import unquote
+
+from hashee.core.bounded_regex import MAX_PATTERNS, search
 
 Segment = str | int
 Path = tuple[Segment, ...]
@@ -80,7 +81,7 @@ BREAKING: Final[dict[Rule, bool]] = {
 
 
 class _Unknown:
-    """Marks a sub-schema the engine cannot determine (e.g. a pattern Python can't compile)."""
+    """Marks a sub-schema the engine cannot determine (e.g. a pattern it cannot compile or decide)."""
 
     def __repr__(self) -> str:
         return "UNKNOWN"
@@ -200,11 +201,17 @@ def unlisted_schema(node: dict[str, Any], name: str) -> Any:
     """Return what governs ``name`` when it is not in ``properties``: {} under a pattern, else additionalProperties."""
     patterns = node.get("patternProperties")
     if isinstance(patterns, dict) and patterns:
-        try:
-            if any(re.search(pattern, name) for pattern in patterns):
+        if len(patterns) > MAX_PATTERNS:
+            return UNKNOWN
+        # Owner patterns never run on Python's backtracking `re` (see bounded_regex).
+        undecided = False
+        for pattern in patterns:
+            found = search(pattern, name)
+            if found:
                 # The matching pattern schemas apply whether or not `name` is listed.
                 return True
-        except re.error:
+            undecided = undecided or found is None
+        if undecided:
             return UNKNOWN
     return node.get("additionalProperties", True)
 

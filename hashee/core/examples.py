@@ -2,7 +2,11 @@
 
 Best effort by design: every candidate is checked with Draft 2020-12 validators (formats
 asserted) against both schemas, and a narrowing that yields no verified candidate simply
-gets no example.
+gets no example. The search runs owner-supplied patterns, so it is bounded by work, not
+only by candidates: patterns run in linear time (:mod:`hashee.core.bounded_regex`; one
+that needs backtracking gets its tool no examples), and every compile and validation is
+paid from one :class:`WorkBudget` per diff. A search the budget cannot pay for stops and
+leaves the example out rather than wait.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from fractions import Fraction
 from typing import Any, Final, TypeGuard
 
 import rfc8785
-from jsonschema import Draft202012Validator
 
+from hashee.core.bounded_regex import MAX_PATTERNS, bounded_validator, gave_up, python_compiles, schema_patterns
 from hashee.core.diff_support import (
     Segment,
     as_schema,
@@ -30,6 +34,11 @@ from hashee.core.diff_support import (
 Step = tuple[Segment, Any]
 
 MAX_CANDIDATES: Final = 80
+# Work units: one character matched by one pattern. Most cost nanoseconds; the worst case
+# bench/redos.py measures (a lazy DFA that gives up) costs ~10-30 µs, so a diff spends at
+# most a fraction of a second here, and the issue-14 case needs ~1,200 units.
+WORK_BUDGET: Final = 25_000
+COMPILE_UNITS: Final = 250  # one distinct pattern compiled at the size limit, 2-5 ms
 _MAX_DEPTH: Final = 16
 _MAX_SIZE: Final = 1000
 
@@ -212,21 +221,45 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+class WorkBudget:
+    """Work the example search of one diff may still do, in units (deterministic, unlike time)."""
+
+    def __init__(self, units: int = WORK_BUDGET) -> None:
+        self.left = units
+
+    def spend(self, units: int) -> bool:
+        """Take ``units`` if that many are left; otherwise take nothing and say so."""
+        if units > self.left:
+            return False
+        self.left -= units
+        return True
+
+
 class ExampleBuilder:
     """Builds verified counter-examples for one tool's old and new input schemas."""
 
-    def __init__(self, old_root: Any, new_root: Any) -> None:
+    def __init__(self, old_root: Any, new_root: Any, budget: WorkBudget | None = None) -> None:
         self._old_root = old_root
-        # jsonschema's default registry would fetch a remote $ref over the network: never.
-        self._local_only = all(ref.startswith("#") for ref in (*iter_refs(old_root), *iter_refs(new_root)))
-        checker = Draft202012Validator.FORMAT_CHECKER
-        self._old = Draft202012Validator(old_root, format_checker=checker)
-        self._new = Draft202012Validator(new_root, format_checker=checker)
+        self._budget = budget if budget is not None else WorkBudget()
+        patterns = schema_patterns(old_root) | schema_patterns(new_root)
+        self._patterns = len(patterns)
+        self._old: Any = None
+        self._new: Any = None
+        if self._usable(old_root, new_root, patterns):
+            self._old = bounded_validator(old_root, linear=True)
+            self._new = bounded_validator(new_root, linear=True)
         self._base = minimal_instance(old_root, old_root)
+
+    def _usable(self, old_root: Any, new_root: Any, patterns: frozenset[str]) -> bool:
+        # A remote $ref is never fetched, so a schema that has one cannot be evaluated.
+        local_only = all(ref.startswith("#") for ref in (*iter_refs(old_root), *iter_refs(new_root)))
+        # A pattern Python cannot compile fails manifest validation: no guessing at its dialect.
+        return (local_only and len(patterns) <= MAX_PATTERNS and all(python_compiles(p) for p in patterns)
+                and self._budget.spend(len(patterns) * COMPILE_UNITS))
 
     def build(self, probe: Probe) -> dict[str, Any] | None:
         """Return an argument object the old schema accepts and the new rejects, or None."""
-        if not self._local_only:
+        if self._old is None:
             return None
         try:
             return self._search(probe)
@@ -243,16 +276,30 @@ class ExampleBuilder:
             if index >= MAX_CANDIDATES:
                 break
             example = _replace_at(copy.deepcopy(doc), keys, copy.deepcopy(candidate))
-            if isinstance(example, dict) and self._proves(example):
+            if not isinstance(example, dict):
+                continue
+            proof = self._proves(example)
+            if proof is None:
+                return None
+            if proof:
                 return example
         return None
 
-    def _proves(self, example: dict[str, Any]) -> bool:
+    def _proves(self, example: dict[str, Any]) -> bool | None:
+        """Whether old accepts and new rejects ``example``; None when the engine cannot decide."""
         try:
-            rfc8785.dumps(example)
+            size = len(rfc8785.dumps(example))
         except Exception:  # only canonicalizable JSON may be stored in a change record
             return False
-        return self._old.is_valid(example) and not self._new.is_valid(example)
+        if not self._budget.spend(2 * self._cost(size)):
+            return False  # too costly for what is left; a smaller candidate may still fit
+        if not self._old.is_valid(example) or self._new.is_valid(example):
+            return False
+        return None if gave_up(self._new, example) else True
+
+    def _cost(self, chars: int) -> int:
+        # A validation: a call, a walk over the instance, each character under each pattern.
+        return 1 + chars // 64 + chars * self._patterns
 
     def _locate(self, location: tuple[Step, ...]) -> tuple[Any, Any] | None:
         doc = copy.deepcopy(self._base)
@@ -297,9 +344,10 @@ class ExampleBuilder:
         for size in probe.values:
             grown = dict(current)
             for i in range(_MAX_SIZE):
-                if len(grown) >= size:
-                    break
                 name = f"extra_property_{i}"
+                # Each name is matched against the node's patternProperties: paid for too.
+                if len(grown) >= size or not self._budget.spend(self._cost(len(name))):
+                    break
                 grown.setdefault(name, self._minimal(governing_schema(probe.old_node, name)))
             if len(grown) == size:
                 yield grown

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -97,21 +96,6 @@ def test_details_never_echo_the_arguments() -> None:
     decision = run(call(path=secret))
 
     assert decision.details and secret[:12] not in str(decision.details)
-
-
-@pytest.fixture
-def python_fallback(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(contract, "jsonschema_rs", None)
-    monkeypatch.setattr(contract, "_MANIFESTS", {})
-    monkeypatch.setattr(contract, "_VALIDATORS", {})
-    yield
-
-
-@pytest.mark.usefixtures("python_fallback")
-def test_without_jsonschema_rs_the_fallback_gives_the_same_answers() -> None:
-    assert run(call(path="ok")).outcome == "prompt"
-    assert details(offset=1) == [("/arguments/path", "REQUIRED")]
-    assert details(path=5) == [("/arguments/path", "INVALID_TYPE")]
 
 
 def test_validators_are_compiled_once_per_manifest_hash() -> None:

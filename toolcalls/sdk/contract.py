@@ -10,31 +10,25 @@
 5. the sensitivity policy → ``run`` (silent) or ``prompt``.
 
 Validators are compiled once per (manifest hash, tool) with jsonschema-rs (offline: no
-remote reference is ever fetched), falling back to ``jsonschema`` only where jsonschema-rs
-is not installed. Argument values never appear in details (they are masked).
+remote reference is ever fetched), whose patterns run in bounded work
+(:mod:`hashee.core.bounded_regex`): a malicious agent's pattern cannot hang the device, and
+arguments it cannot decide within the limit fail (``TOOL_INVALID_ARGUMENTS``) rather than
+run. A manifest with more distinct patterns than a device should compile gets no validator
+for its tools that have patterns (``TOOL_PLATFORM_ERROR``). Argument values never appear in
+details (they are masked).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from hashee.core.bounded_regex import MAX_PATTERNS, bounded_validator, schema_patterns
 from hashee.core.canonical import canonical_hash, pointer_token
 from hashee.core.manifest import with_defaults
 from hashee.errors import DENIAL_REASON_ALIASES, DENIAL_REASONS, TOOL_ERROR_CODES
 from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
-
-
-def _load_jsonschema_rs() -> Any:
-    try:
-        return importlib.import_module("jsonschema_rs")
-    except ImportError:  # only where the wheel is missing: fall back to jsonschema
-        return None
-
-
-jsonschema_rs: Any = _load_jsonschema_rs()
 
 DENIED, ERROR, RUN, PROMPT = "denied", "error", "run", "prompt"
 RESPONSE_STATUSES = ("ok", "error", "denied")
@@ -42,6 +36,7 @@ INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
 MASK = "[value]"
 MAX_DETAILS = 20
 MAX_CACHED_MANIFESTS = 64
+MAX_MANIFEST_PATTERNS = 128  # distinct patterns compiled per manifest: at most ~1.5 s, once
 # Validation keywords → the registry's detail codes (hashee.errors.DETAIL_CODES).
 _DETAIL_CODES = {
     "required": "REQUIRED", "additionalProperties": "UNKNOWN_FIELD", "unevaluatedProperties": "UNKNOWN_FIELD",
@@ -64,9 +59,8 @@ class Decision:
 class ArgumentValidator:
     """A compiled ``input_schema``: ``is_valid`` is the fast path, ``details`` explains."""
 
-    def __init__(self, schema: Any) -> None:
-        self._impl: Any = _python_validator(schema) if jsonschema_rs is None else (
-            jsonschema_rs.Draft202012Validator(schema, validate_formats=True, offline=True, mask=MASK))
+    def __init__(self, schema: Any, max_patterns: int = MAX_PATTERNS) -> None:
+        self._impl: Any = bounded_validator(schema, linear=False, mask=MASK, max_patterns=max_patterns)
         self.is_valid: Callable[[Any], bool] = self._impl.is_valid
 
     def details(self, instance: Any) -> tuple[dict[str, str], ...]:
@@ -76,12 +70,6 @@ class ArgumentValidator:
         return tuple(sorted(found, key=lambda d: (d["path"], d["code"])))
 
 
-def _python_validator(schema: Any) -> Any:
-    import jsonschema
-
-    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-
-
 def _detail(error: Any) -> dict[str, str]:
     path = list(getattr(error, "instance_path", None) or getattr(error, "absolute_path", None) or ())
     keyword = str(getattr(error, "validator", None) or (list(error.schema_path) or ["?"])[-1])
@@ -89,8 +77,7 @@ def _detail(error: Any) -> dict[str, str]:
     if missing is not None:
         path.append(missing)
     pointer = "/arguments" + "".join(f"/{pointer_token(str(token))}" for token in path)
-    message = error.message if jsonschema_rs is not None else f"fails {keyword}"
-    return {"path": pointer, "code": _DETAIL_CODES.get(keyword, "INVALID_VALUE"), "message": message}
+    return {"path": pointer, "code": _DETAIL_CODES.get(keyword, "INVALID_VALUE"), "message": error.message}
 
 
 def _missing_property(error: Any, keyword: str) -> str | None:
@@ -133,8 +120,9 @@ def compile_manifest(manifest: Mapping[str, Any]) -> CompiledManifest:
         return cached
     filled = with_defaults(manifest)
     levels = {s.get("id"): s.get("sensitivity") for s in filled.get("permission_scopes", []) if isinstance(s, dict)}
-    tools = {t["name"]: _compile_tool(digest, t, levels) for t in filled.get("tools", [])
-             if isinstance(t, dict) and isinstance(t.get("name"), str)}
+    declared = [t for t in filled.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)]
+    too_many = len(schema_patterns([t.get("input_schema") for t in declared])) > MAX_MANIFEST_PATTERNS
+    tools = {t["name"]: _compile_tool(digest, t, levels, 0 if too_many else MAX_PATTERNS) for t in declared}
     compiled = CompiledManifest(digest, tools)
     if len(_MANIFESTS) >= MAX_CACHED_MANIFESTS:
         _MANIFESTS.clear()
@@ -143,21 +131,21 @@ def compile_manifest(manifest: Mapping[str, Any]) -> CompiledManifest:
     return compiled
 
 
-def _compile_tool(digest: str, tool: dict[str, Any], levels: Mapping[Any, Any]) -> CompiledTool:
+def _compile_tool(digest: str, tool: dict[str, Any], levels: Mapping[Any, Any], max_patterns: int) -> CompiledTool:
     scope = str(tool.get("permission_scope", ""))
     sensitivity = levels.get(scope)
     return CompiledTool(name=tool["name"], scope=scope,
                         sensitivity=sensitivity if sensitivity in ("low", "medium") else "high",
                         timeout_ms=int(tool.get("timeout_ms", 10000)),
-                        validator=_validator(digest, tool["name"], tool.get("input_schema")),
+                        validator=_validator(digest, tool["name"], tool.get("input_schema"), max_patterns),
                         description=str(tool.get("description_fallback") or ""))
 
 
-def _validator(digest: str, name: str, schema: Any) -> ArgumentValidator | None:
+def _validator(digest: str, name: str, schema: Any, max_patterns: int) -> ArgumentValidator | None:
     key = (digest, name)
     if key not in _VALIDATORS:
         try:
-            _VALIDATORS[key] = ArgumentValidator(schema)
+            _VALIDATORS[key] = ArgumentValidator(schema, max_patterns)
         except Exception:  # a schema that does not compile validates nothing
             _VALIDATORS[key] = None
     return _VALIDATORS[key]
