@@ -433,3 +433,84 @@ def test_messages_that_are_not_tool_calls_are_ignored() -> None:
     own = pipe.server.post("user", "artifact_tool_call", "x")
 
     assert pipe.deliver(text, own, {"id": 9, "type": "resync_required", "data": {}}) == [None, None, None]
+
+
+# --- floods, stale views, windows --------------------------------------------------------
+
+
+def test_an_agent_cannot_queue_more_than_five_prompts() -> None:
+    release = asyncio.Event()
+    asked: list[str] = []
+
+    async def slow_user(request: PromptRequest) -> bool:
+        asked.append(request.call_id)
+        await release.wait()
+        return True
+
+    client = make_client(prompt=slow_user)
+
+    async def scenario() -> list[dict[str, Any]]:
+        view = await client.relation(RELATION_ID)
+        calls = [asyncio.create_task(client.answer(view, tool_call("locate", f"c{i}"))) for i in range(8)]
+        for _ in range(100):
+            await asyncio.sleep(0)
+        release.set()
+        return list(await asyncio.gather(*calls))
+
+    responses = run(scenario())
+
+    assert statuses(responses) == [("ok", None)] * 5 + [("denied", "user_timeout")] * 3
+    assert asked == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_a_view_fetched_before_an_invalidating_event_is_not_cached() -> None:
+    server = FakeServer()
+    client = make_client(server)
+
+    class EventDuringFetch:
+        """The relation changes while the client's first read is on the wire."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.fired = inner, False
+
+        async def request(self, method: str, path: str, **options: Any) -> Any:
+            response = await self.inner.request(method, path, **options)
+            if not self.fired and path == f"/h2a/relations/{RELATION_ID}":
+                self.fired = True
+                server.granted = []
+                await client.handle_frame({"id": 1, "type": "h2a.relation_updated",
+                                           "data": {"relation": {"relation_id": RELATION_ID, "agent_id": AGENT_ID}}})
+            return response
+
+    client.transport = EventDuringFetch(client.transport)
+
+    async def scenario() -> list[dict[str, Any]]:
+        return [await client.answer(await client.relation(RELATION_ID), call)
+                for call in (tool_call("notify", "c1"), tool_call("notify", "c2"))]
+
+    # The first call uses what its read returned; the next one reads the relation again.
+    assert statuses(run(scenario())) == [("ok", None), ("denied", "scope_not_granted")]
+
+
+@pytest.mark.parametrize("event", [
+    {"type": "h2a.relation_updated", "data": {"relation": {"relation_id": RELATION_ID, "agent_id": AGENT_ID}}},
+    {"type": "h2a.reauth_required", "data": {"agent_id": AGENT_ID, "new_manifest_version": 2,
+                                             "new_manifest_hash": "0" * 64, "scopes_requiring_reauth": []}},
+], ids=["relation_updated", "reauth_required"])
+def test_a_medium_window_ends_when_the_relation_changes(event: dict[str, Any]) -> None:
+    prompt = Prompt()
+    client = make_client(prompt=prompt)
+    answer(client, tool_call("read_file", "c1"))
+
+    run(client.handle_frame({"id": 7, **event}))
+    answer(client, tool_call("read_file", "c2"))
+
+    assert [p.call_id for p in prompt.asked] == ["c1", "c2"]
+
+
+def test_the_prompt_names_the_manifest_version_and_has_no_safety_number_yet() -> None:
+    prompt = Prompt()
+
+    answer(make_client(prompt=prompt), tool_call("locate"))
+
+    assert [(p.manifest_version, p.safety_number) for p in prompt.asked] == [(1, None)]
