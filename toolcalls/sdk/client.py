@@ -115,6 +115,20 @@ def _never_group(relation_id: str) -> bool:
     return False
 
 
+def call_refusal(call: Mapping[str, Any], *, signed_at_ms: int, now_ms: int) -> str | None:
+    """Why a verified call is dropped before the chain (docs/wire-spec.md §4, step 2), if it
+    is: ``call_malformed`` or ``call_expired`` (passed, signed in the future, or claiming to
+    live longer than ``timeout_ms`` + 60 s)."""
+    if not _well_formed(call):
+        return "call_malformed"
+    expires_at = call["expires_at"]
+    if now_ms > expires_at or signed_at_ms > now_ms + MAX_FUTURE_SKEW_MS:
+        return "call_expired"
+    if expires_at > signed_at_ms + call["timeout_ms"] + EXPIRY_SLACK_MS:
+        return "call_expired"
+    return None
+
+
 def _well_formed(call: Mapping[str, Any]) -> bool:
     """The fields docs/wire-spec.md §4 gives a tool call, with their types."""
     call_id, timeout_ms = call.get("call_id"), call.get("timeout_ms")
@@ -297,7 +311,8 @@ class UserClient(FrameConsumer):
         if opened is None:
             return None
         call = opened.artifact
-        refusal = self._refusal(call, opened.signed_at_ms) or self._replayed(relation_id, message_id, call)
+        refusal = (call_refusal(call, signed_at_ms=opened.signed_at_ms, now_ms=int(self.clock() * 1000))
+                   or self._replayed(relation_id, message_id, call))
         if refusal is not None:
             self._refuse(relation_id, message, refusal, call=call)
             return None
@@ -338,18 +353,6 @@ class UserClient(FrameConsumer):
             logger.warning("tool call refused, never executed: %s", type(exc).__name__)
             reason = "envelope_invalid"
         self._refuse(relation_id, message, reason, agent_id=keys.agent_id if keys is not None else "")
-        return None
-
-    def _refusal(self, call: Mapping[str, Any], signed_at_ms: int) -> str | None:
-        """Why a verified call is dropped before the chain (docs/wire-spec.md §4, 2), if it is."""
-        if not _well_formed(call):
-            return "call_malformed"
-        now_ms = int(self.clock() * 1000)
-        expires_at = call["expires_at"]
-        if now_ms > expires_at or signed_at_ms > now_ms + MAX_FUTURE_SKEW_MS:
-            return "call_expired"
-        if expires_at > signed_at_ms + call["timeout_ms"] + EXPIRY_SLACK_MS:
-            return "call_expired"  # claims to live longer than allowed
         return None
 
     def _replayed(self, relation_id: str, message_id: str, call: Mapping[str, Any]) -> str | None:
