@@ -97,9 +97,11 @@ def test_the_device_secret_lives_beside_the_log_and_only_for_its_owner(tmp_path:
 
 def test_the_log_and_the_device_state_are_readable_by_their_owner_only(tmp_path: Path) -> None:
     path = tmp_path / "audit.sqlite3"
-    os.umask(0o022)  # what most systems give: files readable by everyone
-
-    record(AuditLog(path), "c1", {"path": "a"})
+    usual = os.umask(0o022)  # what most systems give: new files readable by everyone
+    try:
+        record(AuditLog(path), "c1", {"path": "a"})
+    finally:
+        os.umask(usual)
 
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(f"{path}.key").st_mode) == 0o600
