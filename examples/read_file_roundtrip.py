@@ -1,9 +1,11 @@
 """A real ``read_file`` round trip through a running Hashee server, end to end encrypted.
 
 One script plays both sides: an agent runtime (``hak_`` key) calls ``read_file`` on bob's
-device; bob's client (``hsk_`` key) verifies the call, asks on this terminal (the scope
-``filesystem:read`` is medium: asked once per session), reads the file and answers; the
-agent prints what it got. The server only ever carries ciphertext.
+device under the agent's published manifest; bob's client (``hsk_`` key) verifies the
+call (its envelope, expiry, replay record, the manifest's hash and the version bob
+consented to), asks on this terminal (the scope ``filesystem:read`` is medium: asked once
+per session), reads the file and answers to the call's one-time reply key; the agent
+prints what it got. The server only ever carries ciphertext.
 
     .venv/bin/python examples/read_file_roundtrip.py --url http://127.0.0.1:8000 \\
         --owner-key hsk_… --user-key hsk_… README.md          # creates the agent, its key, the relation
@@ -11,8 +13,9 @@ agent prints what it got. The server only ever carries ciphertext.
 
 Settings may also come from the environment: HASHEE_URL, HASHEE_OWNER_KEY,
 HASHEE_USER_KEY, HASHEE_AGENT_ID, HASHEE_AGENT_KEY, HASHEE_RELATION_ID. Key pairs and
-the audit log are kept in ``--state-dir`` (default ``~/.hashee-example/``), so a second
-run reuses the same published keys.
+the audit log (which also holds the device's replay record and pinned agent keys) are
+kept in ``--state-dir`` (default ``~/.hashee-example/``), so a second run reuses the same
+published keys.
 """
 
 from __future__ import annotations
@@ -145,9 +148,12 @@ def key_pair(state_dir: Path, name: str) -> KeyPair:
 def terminal_prompt(auto_yes: bool) -> Any:
     def ask(request: PromptRequest) -> bool:
         what = f" ({request.tool_description})" if request.tool_description else ""
+        publisher = (f"safety number {request.safety_number}" if request.safety_number
+                     else "publisher unverified (the agent has no identity key)")
         print(f"\n[bob's device] {request.agent_name or 'agent ' + request.agent_id} wants to "
               f"{request.tool_name}{what} {json.dumps(request.arguments)}\n"
-              f"  permission {request.scope} ({request.sensitivity})")
+              f"  permission {request.scope} ({request.sensitivity}), manifest v{request.manifest_version}; "
+              f"{publisher}")
         if auto_yes:
             print("  Allow? [y/N] y (--yes)")
             return True

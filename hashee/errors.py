@@ -92,6 +92,8 @@ DENIAL_REASONS: tuple[str, ...] = (
     "user_timeout",
     "tool_not_supported_in_group",
     "permission_revoked",
+    "reauth_required",  # SPEC §9.3: the tool's scope waits for the user's re-consent
+    "manifest_unverified",  # SPEC §9.3: the manifest does not verify, or the call names another one
 )
 DENIAL_REASON_ALIASES: dict[str, str] = {"user_rejected": "user_refused"}
 

@@ -1,5 +1,6 @@
 """An in-memory stand-in for the REST API, enough for the SDK's agent and client to talk
-through it without Django: relations, agents, the key directory and the message pipe."""
+through it without Django: relations, agents and their manifest versions, the key
+directory and the message pipe."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from hashee.core.canonical import canonical_hash
 from toolcalls.sdk import KeyPair
 from toolcalls.sdk.rest import HttpResponse
 
@@ -40,6 +42,7 @@ MANIFEST: dict[str, Any] = {
     ],
 }
 ALL_SCOPES = ["filesystem:read", "notification:send", "location:read"]
+MANIFEST_HASH = canonical_hash(MANIFEST)
 
 
 def manifest() -> dict[str, Any]:
@@ -50,14 +53,27 @@ class FakeServer:
     """Routes the few endpoints the SDK uses; messages become ``message.new`` frames."""
 
     def __init__(self, *, granted: list[str] | None = None, status: str = "active") -> None:
-        self.manifest = manifest()
+        self.versions: list[dict[str, Any]] = [manifest()]  # version n is versions[n - 1]
         self.granted = list(ALL_SCOPES if granted is None else granted)
         self.status = status
+        self.pending: list[str] = []
+        self.acknowledged = 1
         self.devices: list[dict[str, Any]] = []
         self.agent_keys: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.rate_limited = False
         self._ids = itertools.count(1)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.versions[-1]
+
+    def publish(self, new_manifest: dict[str, Any], *, pending: list[str] | None = None) -> None:
+        """A new version, as the server stores it; ``pending``: the relation goes to reauth."""
+        self.versions.append(new_manifest)
+        if pending:
+            self.status = "reauth_required"
+            self.pending = sorted({*self.pending, *pending})
 
     def transport(self, party: str) -> FakeTransport:
         return FakeTransport(self, party)
@@ -83,14 +99,26 @@ class FakeServer:
         route = (method, path)
         if route == ("GET", f"/h2a/relations/{RELATION_ID}"):
             return self._ok({"relation_id": RELATION_ID, "agent_id": AGENT_ID, "granted_scopes": self.granted,
-                             "status": self.status})
+                             "pending_scopes": self.pending, "status": self.status,
+                             "acknowledged_manifest_version": self.acknowledged,
+                             "current_manifest_version": len(self.versions)})
         if route == ("GET", f"/agents/{AGENT_ID}"):
-            return self._ok({"agent_id": AGENT_ID, "name": AGENT_NAME, "capability_manifest": self.manifest})
+            return self._ok({"agent_id": AGENT_ID, "name": AGENT_NAME, "capability_manifest": self.manifest,
+                             "capability_manifest_version": len(self.versions),
+                             "capability_manifest_hash": canonical_hash(self.manifest)})
+        prefix = f"/agents/{AGENT_ID}/manifest/versions/"
+        if method == "GET" and path.startswith(prefix) and path[len(prefix):].isdigit():
+            return self._version(int(path[len(prefix):]))
         if route == ("GET", f"/h2a/relations/{RELATION_ID}/keys"):
             return self._ok({"relation_id": RELATION_ID, "user": {"devices": self.devices},
                              "agent": {"agent_id": AGENT_ID, "keys": self.agent_keys}})
         if route == ("POST", f"/h2a/relations/{RELATION_ID}/messages"):
             return self._message(party, body)
+        if method == "GET" and path.startswith(f"/h2a/relations/{RELATION_ID}/messages?after="):
+            after = path.rsplit("=", 1)[1]
+            ids = [m["message_id"] for m in self.messages]
+            later = self.messages[ids.index(after) + 1:] if after in ids else []
+            return self._ok({"messages": later, "has_more": False})
         return HttpResponse(404, {"error": {"code": "NOT_FOUND", "message": "No such route.", "details": []}})
 
     def _message(self, party: str, body: Mapping[str, Any]) -> HttpResponse:
@@ -103,6 +131,12 @@ class FakeServer:
                    "payload": body["payload"], "created_at": "2026-01-01T00:00:00Z"}
         self.messages.append(message)
         return HttpResponse(201, {k: v for k, v in message.items() if k != "payload"})
+
+    def _version(self, version: int) -> HttpResponse:
+        if not 1 <= version <= len(self.versions):
+            return HttpResponse(404, {"error": {"code": "NOT_FOUND", "message": "No such version.", "details": []}})
+        found = self.versions[version - 1]
+        return self._ok({"version": version, "hash": canonical_hash(found), "manifest": found})
 
     @staticmethod
     def _ok(body: Any) -> HttpResponse:

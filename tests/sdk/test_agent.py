@@ -11,26 +11,30 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from tests.sdk.fakes import RELATION_ID, FakeServer, manifest
+from tests.sdk.fakes import AGENT_ID, MANIFEST_HASH, RELATION_ID, FakeServer, manifest
 from tests.sdk.test_client import Clock, Handlers, Prompt, make_client
 from toolcalls.sdk import (
     AgentRuntime,
     ArgumentsInvalid,
     KeyPair,
+    ManifestNotPublished,
     NoRecipientKey,
     RateLimited,
+    Recipient,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
     ToolResult,
     UserClient,
     WebhookInvalid,
-    open_,
+    open_copy,
     seal,
 )
+from toolcalls.sdk.agent import _Pending
 from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT
 
 T0 = 1_767_225_600.0
+T0_MS = int(T0 * 1000)
 WEBHOOK_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
@@ -43,7 +47,7 @@ class World:
         self.agent_keys, self.device = KeyPair.generate(), KeyPair.generate()
         self.server.publish_agent(self.agent_keys)
         self.server.publish_device("laptop", self.device)
-        self.agent = AgentRuntime(transport=self.server.transport("agent"), agent_id="agent-1", keys=self.agent_keys,
+        self.agent = AgentRuntime(transport=self.server.transport("agent"), agent_id=AGENT_ID, keys=self.agent_keys,
                                   manifest=manifest(), clock=self.clock)
         self.handlers = Handlers()
         self.client: UserClient = make_client(self.server, keys=self.device, handlers=self.handlers.all(),
@@ -85,13 +89,45 @@ def test_the_call_carries_a_fresh_call_id_and_the_declared_scope_and_timeout() -
     run(world.round_trip("notify", {"title": "a"}))
     run(world.round_trip("notify", {"title": "b"}))
 
-    calls = [open_(m["payload"], recipient=world.device, senders={world.agent_keys.key_id: world.agent_keys.public},
-                   relation_id=RELATION_ID, direction=AGENT_TO_USER, now=T0).artifact
-             for m in world.server.messages if m["msg_subtype"] == "artifact_tool_call"]
+    calls = [opened_call(world, m["payload"]) for m in world.server.messages if m["msg_subtype"] == "artifact_tool_call"]
     assert calls[0]["call_id"] != calls[1]["call_id"] and calls[0]["call_id"].startswith("call_")
-    assert {k: v for k, v in calls[0].items() if k != "call_id"} == {
+    assert calls[0]["reply_key"] != calls[1]["reply_key"]  # a fresh reply key per call
+    fresh = ("call_id", "reply_key", "expires_at")
+    assert {k: v for k, v in calls[0].items() if k not in fresh} == {
         "subtype": "tool_call", "tool_name": "notify", "arguments": {"title": "a"},
-        "permission_scope": "notification:send", "timeout_ms": 100}
+        "permission_scope": "notification:send", "timeout_ms": 100,
+        "manifest_version": 1, "manifest_hash": MANIFEST_HASH}
+    assert T0_MS < calls[0]["expires_at"] <= T0_MS + 100 + 60_000  # timeout_ms + 60 s at most
+
+
+def opened_call(world: World, payload: dict[str, Any], device: KeyPair | None = None) -> dict[str, Any]:
+    device = device or world.device
+    return open_copy(payload, recipient_key_id=device.key_id, recipient_x25519=device.box_key,
+                     senders={world.agent_keys.key_id: world.agent_keys.public}, relation_id=RELATION_ID,
+                     direction=AGENT_TO_USER).artifact
+
+
+def test_a_runtime_whose_manifest_is_not_the_published_one_refuses_to_call() -> None:
+    world = World()
+    world.server.publish({**manifest(), "agent_version": "2.0.0"})  # the owner published another version
+
+    with pytest.raises(ManifestNotPublished):
+        run(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}))
+
+    assert world.server.messages == [] and world.agent.pending_calls == 0
+
+
+def test_the_runtime_never_waits_past_expires_at() -> None:
+    world = World()
+
+    async def scenario() -> None:
+        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=3600))
+        await World.until(lambda: world.server.messages)
+        call = opened_call(world, world.server.messages[0]["payload"])
+        assert call["expires_at"] == T0_MS + 100 + 60_000  # asked for an hour, capped
+        task.cancel()
+
+    run(scenario())
 
 
 def test_a_denial_resolves_and_unwrap_raises() -> None:
@@ -165,33 +201,64 @@ def test_without_a_device_key_there_is_nobody_to_call() -> None:
         run(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}))
 
 
-def test_the_call_goes_to_the_newest_device() -> None:
+@pytest.mark.parametrize(("device_id", "expected"), [(None, ["laptop", "phone"]), ("phone", ["phone"])])
+def test_the_call_is_sealed_to_every_device_of_the_user_unless_one_is_named(device_id: str | None,
+                                                                           expected: list[str]) -> None:
     world = World()
     phone = KeyPair.generate()
     world.server.publish_device("phone", phone)
+    keys = {"laptop": world.device.key_id, "phone": phone.key_id}
 
     async def scenario() -> None:
-        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=0.2))
+        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=0.2,
+                                                         device_id=device_id))
         await World.until(lambda: world.server.messages)
-        assert world.server.messages[0]["payload"]["recipient_key_id"] == phone.key_id
+        payload = world.server.messages[0]["payload"]
+        assert [c["recipient_key_id"] for c in payload["copies"]] == [keys[name] for name in expected]
+        assert opened_call(world, payload, phone)["tool_name"] == "notify"
         with pytest.raises(ToolCallTimeout):
             await task
 
     run(scenario())
 
 
-def answer_frame(world: World, call_id: str, response: dict[str, Any], *, sender: KeyPair | None = None,
+def test_the_first_answer_wins_and_the_reply_key_is_dropped() -> None:
+    world = World()
+    phone = KeyPair.generate()
+    world.server.publish_device("phone", phone)
+
+    async def scenario() -> ToolResult:
+        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=5))
+        pending = await waiting(world)
+        await world.agent.handle_frame(answer_frame(world, pending, {"status": "ok", "result": "phone"},
+                                                    sender=phone))
+        await world.agent.handle_frame(answer_frame(world, pending, {"status": "ok", "result": "laptop"}))
+        return await task
+
+    assert run(scenario()).unwrap() == "phone"
+    assert world.agent._pending == {}  # nothing left that could open a stored response
+
+
+def answer_frame(world: World, pending: _Pending, response: dict[str, Any], *, sender: KeyPair | None = None,
                  relation_id: str = RELATION_ID) -> dict[str, Any]:
-    envelope = seal({"subtype": "tool_response", "call_id": call_id, **response}, sender=sender or world.device,
-                    recipient=world.agent_keys.public, relation_id=relation_id, direction=USER_TO_AGENT, now=T0)
+    reply_to = Recipient.reply(bytes(pending.reply_key.public_key))
+    envelope = seal({"subtype": "tool_response", "call_id": pending.call_id, **response},
+                    sender=sender or world.device, recipients=[reply_to], relation_id=relation_id,
+                    direction=USER_TO_AGENT, now_ms=T0_MS)
     return world.server.post("user", "artifact_response", envelope)
 
 
-async def call_and_answer(world: World, response: dict[str, Any], **frame_options: Any) -> ToolResult:
-    task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=0.3))
+async def waiting(world: World) -> _Pending:
     await World.until(lambda: world.agent.pending_calls)
-    (call_id,) = world.agent._pending
-    await world.agent.handle_frame(answer_frame(world, call_id, response, **frame_options))
+    (pending,) = world.agent._pending.values()
+    return pending
+
+
+async def call_and_answer(world: World, response: dict[str, Any], *, device_id: str | None = None,
+                          **frame_options: Any) -> ToolResult:
+    task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=0.3,
+                                                     device_id=device_id))
+    await world.agent.handle_frame(answer_frame(world, await waiting(world), response, **frame_options))
     return await task
 
 
@@ -218,14 +285,40 @@ def test_an_answer_that_does_not_verify_is_ignored(options: dict[str, Any]) -> N
         run(call_and_answer(World(), {"status": "ok", "result": "forged"}, **options))
 
 
-def test_only_the_device_that_was_called_may_answer() -> None:
+def test_only_a_device_that_was_called_may_answer() -> None:
     world = World()
     other_device = KeyPair.generate()
     world.server.publish_device("older", other_device)
-    world.server.devices.reverse()  # listed oldest first: the laptop stays the newest
 
     with pytest.raises(ToolCallTimeout):
-        run(call_and_answer(world, {"status": "ok", "result": "forged"}, sender=other_device))
+        run(call_and_answer(world, {"status": "ok", "result": "forged"}, device_id="laptop", sender=other_device))
+
+
+def test_a_device_the_server_adds_later_is_never_sealed_to() -> None:
+    world = World()
+    run(world.round_trip("notify", {"title": "a"}))  # the laptop is pinned
+    world.server.publish_device("mallory-tablet", KeyPair.generate())
+
+    async def scenario() -> list[str]:
+        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "b"}, timeout=0.2))
+        await World.until(lambda: len(world.server.messages) > 2)
+        with pytest.raises(ToolCallTimeout):
+            await task
+        return [c["recipient_key_id"] for c in world.server.messages[2]["payload"]["copies"]]
+
+    assert run(scenario()) == [world.device.key_id]
+
+
+def test_after_a_gap_in_the_event_log_the_pending_answers_are_read_again() -> None:
+    world = World()
+
+    async def scenario() -> ToolResult:
+        task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=5))
+        answer_frame(world, await waiting(world), {"status": "ok", "result": "late"})  # its frame is lost
+        await world.agent.handle_frame({"id": 9, "type": "resync_required", "data": {}})
+        return await task
+
+    assert run(scenario()).unwrap() == "late"
 
 
 def test_a_revoked_relation_ends_the_pending_calls() -> None:

@@ -93,3 +93,15 @@ def test_the_device_secret_lives_beside_the_log_and_only_for_its_owner(tmp_path:
     assert record(reopened, "c2", {"path": "a"}).arguments_digest == first.arguments_digest
     assert stat.S_IMODE(os.stat(f"{path}.key").st_mode) == 0o600
     assert reopened.has_call("c1") and not reopened.has_call("c3")
+
+
+def test_the_log_and_the_device_state_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    usual = os.umask(0o022)  # what most systems give: new files readable by everyone
+    try:
+        record(AuditLog(path), "c1", {"path": "a"})
+    finally:
+        os.umask(usual)
+
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(f"{path}.key").st_mode) == 0o600

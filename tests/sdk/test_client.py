@@ -9,13 +9,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from nacl.public import PrivateKey
 
-from tests.sdk.fakes import AGENT_ID, AGENT_NAME, RELATION_ID, FakeServer
-from toolcalls.sdk import KeyPair, PromptRequest, UserClient, open_, seal
-from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode
+from tests.sdk.fakes import AGENT_ID, AGENT_NAME, MANIFEST_HASH, RELATION_ID, FakeServer
+from toolcalls.sdk import KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
+from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode, reply_key_id
 
 T0 = 1_767_225_600.0
+T0_MS = int(T0 * 1000)
 HOUR = 3600.0
+REPLY_KEY = PrivateKey.generate()  # the agent's reply key of the calls below
 
 
 def run(coroutine: Awaitable[Any]) -> Any:
@@ -75,8 +78,11 @@ SCOPES = {"read_file": "filesystem:read", "notify": "notification:send", "locate
 
 
 def tool_call(tool: str = "read_file", call_id: str = "c1", **changes: Any) -> dict[str, Any]:
+    """A version 2 tool call signed at T0, under the fake server's first manifest."""
     return {"subtype": "tool_call", "call_id": call_id, "tool_name": tool, "arguments": CALL_ARGS.get(tool, {}),
-            "permission_scope": SCOPES.get(tool), "timeout_ms": 5000, **changes}
+            "permission_scope": SCOPES.get(tool), "timeout_ms": 5000, "manifest_version": 1,
+            "manifest_hash": MANIFEST_HASH, "reply_key": b64encode(bytes(REPLY_KEY.public_key)),
+            "expires_at": T0_MS + 65_000, **changes}
 
 
 def answer(client: UserClient, *calls: dict[str, Any]) -> list[dict[str, Any]]:
@@ -297,8 +303,8 @@ class Pipe:
 
     def call_frame(self, artifact: dict[str, Any], *, sender: KeyPair | None = None, to: KeyPair | None = None,
                    relation_id: str = RELATION_ID, signed_at: float = T0) -> dict[str, Any]:
-        envelope = seal(artifact, sender=sender or self.agent, recipient=(to or self.device).public,
-                        relation_id=relation_id, direction=AGENT_TO_USER, now=signed_at)
+        envelope = seal(artifact, sender=sender or self.agent, recipients=[Recipient.of((to or self.device).public)],
+                        relation_id=relation_id, direction=AGENT_TO_USER, now_ms=int(signed_at * 1000))
         return self.server.post("agent", "artifact_tool_call", envelope)
 
     def deliver(self, *frames: dict[str, Any]) -> list[dict[str, Any] | None]:
@@ -318,22 +324,30 @@ def test_an_encrypted_call_gets_an_encrypted_signed_answer() -> None:
 
     assert response is not None and response["status"] == "ok"
     (reply,) = pipe.replies()
-    assert reply["sender"] == "user" and set(reply["payload"]) >= {"ciphertext", "nonce"}
-    opened = open_(reply["payload"], recipient=pipe.agent, senders={pipe.device.key_id: pipe.device.public},
-                   relation_id=RELATION_ID, direction=USER_TO_AGENT, now=T0)
+    reply_to = reply_key_id(bytes(REPLY_KEY.public_key))
+    assert reply["sender"] == "user" and [c["recipient_key_id"] for c in reply["payload"]["copies"]] == [reply_to]
+    opened = open_copy(reply["payload"], recipient_key_id=reply_to, recipient_x25519=REPLY_KEY,
+                       senders={pipe.device.key_id: pipe.device.public}, relation_id=RELATION_ID,
+                       direction=USER_TO_AGENT)
     assert opened.artifact == response
 
 
 def test_a_tampered_call_is_never_executed() -> None:
     pipe = Pipe()
     frame = pipe.call_frame(tool_call("notify"))
-    payload = frame["data"]["message"]["payload"]
-    ciphertext = bytearray(b64decode(payload["ciphertext"]))
+    copy = frame["data"]["message"]["payload"]["copies"][0]
+    ciphertext = bytearray(b64decode(copy["ciphertext"]))
     ciphertext[20] ^= 0x80
-    payload["ciphertext"] = b64encode(bytes(ciphertext))
+    copy["ciphertext"] = b64encode(bytes(ciphertext))
 
     assert pipe.deliver(frame) == [None]
-    assert pipe.handlers.calls == [] and pipe.replies() == [] and pipe.client.audit.entries() == []
+    assert pipe.handlers.calls == [] and pipe.replies() == []
+    assert refusals(pipe.client) == [("message:m1", "envelope_invalid")]
+
+
+def refusals(client: UserClient) -> list[tuple[str, str | None]]:
+    """What the audit log shows of the calls stopped before the chain."""
+    return [(e.call_id, e.reason) for e in client.audit.entries() if e.status == "refused"]
 
 
 def test_a_call_signed_by_anyone_but_the_agent_is_never_executed() -> None:
@@ -341,6 +355,7 @@ def test_a_call_signed_by_anyone_but_the_agent_is_never_executed() -> None:
 
     assert pipe.deliver(pipe.call_frame(tool_call("notify"), sender=KeyPair.generate())) == [None]
     assert pipe.handlers.calls == [] and pipe.replies() == []
+    assert refusals(pipe.client) == [("message:m1", "untrusted_sender")]
 
 
 def test_a_call_replayed_from_another_relation_is_never_executed() -> None:
@@ -354,14 +369,40 @@ def test_a_call_for_another_device_is_left_alone() -> None:
     pipe = Pipe()
 
     assert pipe.deliver(pipe.call_frame(tool_call("notify"), to=KeyPair.generate())) == [None]
-    assert pipe.replies() == []
+    assert pipe.replies() == [] and pipe.client.audit.entries() == []  # not ours: nothing to tell
 
 
 def test_a_stale_call_is_not_answered() -> None:
     pipe = Pipe()
+    signed_at = T0 - 16 * 60
+    call = tool_call("notify", expires_at=int(signed_at * 1000) + 65_000)
 
-    assert pipe.deliver(pipe.call_frame(tool_call("notify"), signed_at=T0 - 16 * 60)) == [None]
-    assert pipe.handlers.calls == []
+    assert pipe.deliver(pipe.call_frame(call, signed_at=signed_at)) == [None]
+    assert pipe.handlers.calls == [] and pipe.replies() == []
+    assert refusals(pipe.client) == [("c1", "call_expired")]
+
+
+@pytest.mark.parametrize(("signed_at", "expires_at"), [
+    (T0 - 70, T0_MS - 1),  # expired a millisecond ago
+    (T0, T0_MS + 5000 + 60_001),  # claims to live longer than timeout_ms + 60 s
+    (T0 + 600, T0_MS + 600_000 + 65_000),  # signed ten minutes in the future
+], ids=["passed", "too-far-ahead", "signed-in-the-future"])
+def test_a_call_outside_its_lifetime_is_dropped_before_any_prompt(signed_at: float, expires_at: int) -> None:
+    prompt = Prompt()
+    pipe = Pipe(prompt=prompt)
+
+    assert pipe.deliver(pipe.call_frame(tool_call("locate", expires_at=expires_at), signed_at=signed_at)) == [None]
+    assert prompt.asked == [] and pipe.handlers.calls == [] and pipe.replies() == []
+    assert refusals(pipe.client) == [("c1", "call_expired")]
+
+
+@pytest.mark.parametrize("damage", [{"reply_key": b64encode(bytes(32))}, {"expires_at": str(T0_MS)},
+                                    {"manifest_version": "1"}, {"timeout_ms": 0}])
+def test_a_call_without_the_fields_of_version_2_is_dropped(damage: dict[str, Any]) -> None:
+    pipe = Pipe()
+
+    assert pipe.deliver(pipe.call_frame(tool_call("notify", **damage))) == [None]
+    assert pipe.handlers.calls == [] and refusals(pipe.client) == [("c1", "call_malformed")]
 
 
 def test_a_replayed_call_is_answered_once() -> None:
@@ -373,17 +414,17 @@ def test_a_replayed_call_is_answered_once() -> None:
 
     assert [r is not None for r in results] == [True, False, False]
     assert len(pipe.handlers.calls) == 1 and len(pipe.replies()) == 1
+    assert refusals(pipe.client) == [("c1", "call_replayed")]  # the copy stored again; not the redelivery
 
 
-def test_a_key_published_after_the_cache_was_filled_is_found() -> None:
+def test_an_agent_key_published_after_the_first_one_is_not_trusted() -> None:
     pipe = Pipe()
     pipe.deliver(pipe.call_frame(tool_call("notify", "c1")))
     second_runtime = KeyPair.generate()
     pipe.server.publish_agent(second_runtime)
 
-    (response,) = pipe.deliver(pipe.call_frame(tool_call("notify", "c2"), sender=second_runtime))
-
-    assert response is not None and response["status"] == "ok"
+    assert pipe.deliver(pipe.call_frame(tool_call("notify", "c2"), sender=second_runtime)) == [None]
+    assert len(pipe.handlers.calls) == 1 and refusals(pipe.client) == [("message:m3", "untrusted_sender")]
 
 
 def test_messages_that_are_not_tool_calls_are_ignored() -> None:
@@ -392,3 +433,84 @@ def test_messages_that_are_not_tool_calls_are_ignored() -> None:
     own = pipe.server.post("user", "artifact_tool_call", "x")
 
     assert pipe.deliver(text, own, {"id": 9, "type": "resync_required", "data": {}}) == [None, None, None]
+
+
+# --- floods, stale views, windows --------------------------------------------------------
+
+
+def test_an_agent_cannot_queue_more_than_five_prompts() -> None:
+    release = asyncio.Event()
+    asked: list[str] = []
+
+    async def slow_user(request: PromptRequest) -> bool:
+        asked.append(request.call_id)
+        await release.wait()
+        return True
+
+    client = make_client(prompt=slow_user)
+
+    async def scenario() -> list[dict[str, Any]]:
+        view = await client.relation(RELATION_ID)
+        calls = [asyncio.create_task(client.answer(view, tool_call("locate", f"c{i}"))) for i in range(8)]
+        for _ in range(100):
+            await asyncio.sleep(0)
+        release.set()
+        return list(await asyncio.gather(*calls))
+
+    responses = run(scenario())
+
+    assert statuses(responses) == [("ok", None)] * 5 + [("denied", "user_timeout")] * 3
+    assert asked == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_a_view_fetched_before_an_invalidating_event_is_not_cached() -> None:
+    server = FakeServer()
+    client = make_client(server)
+
+    class EventDuringFetch:
+        """The relation changes while the client's first read is on the wire."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.fired = inner, False
+
+        async def request(self, method: str, path: str, **options: Any) -> Any:
+            response = await self.inner.request(method, path, **options)
+            if not self.fired and path == f"/h2a/relations/{RELATION_ID}":
+                self.fired = True
+                server.granted = []
+                await client.handle_frame({"id": 1, "type": "h2a.relation_updated",
+                                           "data": {"relation": {"relation_id": RELATION_ID, "agent_id": AGENT_ID}}})
+            return response
+
+    client.transport = EventDuringFetch(client.transport)
+
+    async def scenario() -> list[dict[str, Any]]:
+        return [await client.answer(await client.relation(RELATION_ID), call)
+                for call in (tool_call("notify", "c1"), tool_call("notify", "c2"))]
+
+    # The first call uses what its read returned; the next one reads the relation again.
+    assert statuses(run(scenario())) == [("ok", None), ("denied", "scope_not_granted")]
+
+
+@pytest.mark.parametrize("event", [
+    {"type": "h2a.relation_updated", "data": {"relation": {"relation_id": RELATION_ID, "agent_id": AGENT_ID}}},
+    {"type": "h2a.reauth_required", "data": {"agent_id": AGENT_ID, "new_manifest_version": 2,
+                                             "new_manifest_hash": "0" * 64, "scopes_requiring_reauth": []}},
+], ids=["relation_updated", "reauth_required"])
+def test_a_medium_window_ends_when_the_relation_changes(event: dict[str, Any]) -> None:
+    prompt = Prompt()
+    client = make_client(prompt=prompt)
+    answer(client, tool_call("read_file", "c1"))
+
+    run(client.handle_frame({"id": 7, **event}))
+    answer(client, tool_call("read_file", "c2"))
+
+    assert [p.call_id for p in prompt.asked] == ["c1", "c2"]
+
+
+def test_the_prompt_names_the_manifest_version_and_has_no_safety_number_yet() -> None:
+    prompt = Prompt()
+
+    answer(make_client(prompt=prompt), tool_call("locate"))
+
+    assert [(p.manifest_version, p.safety_number) for p in prompt.asked] == [(1, None)]

@@ -18,13 +18,13 @@ SDK_FILES = sorted((ROOT / "toolcalls" / "sdk").rglob("*.py"))
 SCRIPT = """
 import asyncio, json, sys
 import toolcalls.sdk
-from toolcalls.sdk import AuditLog, KeyPair, compile_manifest, open_, seal
+from toolcalls.sdk import AuditLog, KeyPair, Recipient, compile_manifest, open_copy, seal
 
 agent, bob = KeyPair.generate(), KeyPair.generate()
-envelope = seal({"call_id": "c1"}, sender=agent, recipient=bob.public, relation_id="r", direction="agent_to_user",
-                now=1.0)
-opened = open_(envelope, recipient=bob, senders={agent.key_id: agent.public}, relation_id="r",
-               direction="agent_to_user", now=1.0)
+envelope = seal({"call_id": "c1"}, sender=agent, recipients=[Recipient.of(bob.public)], relation_id="r",
+                direction="agent_to_user", now_ms=1000)
+opened = open_copy(envelope, recipient_key_id=bob.key_id, recipient_x25519=bob.box_key,
+                   senders={agent.key_id: agent.public}, relation_id="r", direction="agent_to_user")
 AuditLog().record(call_id="c1", agent_id="a", tool_name="t", scope="s:x", arguments={}, status="ok", reason=None,
                   now=1.0)
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in set(json.loads(sys.argv[1])))

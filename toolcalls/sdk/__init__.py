@@ -1,29 +1,34 @@
 """The Hashee tool-call SDK: pure Python (no Django), for user clients and agent runtimes.
 
-Every tool_call and tool_response is signed (Ed25519) and encrypted (NaCl Box, X25519)
-end to end; the server only routes, stores and rate-limits opaque envelopes.
+Every tool_call and tool_response travels in a version 2 envelope (docs/wire-spec.md):
+signed (Ed25519) and encrypted from a fresh X25519 key per copy, one copy per trusted
+device of the user; the response is sealed to a reply key that lives for one call. The
+server only routes, stores and rate-limits opaque envelopes, and the SDK believes nothing
+it says without checking (SPEC §9): pinned keys, verified manifest hashes, consent bound
+to the acknowledged version, expiry and a persistent replay record.
 
-User client (SPEC §6: group → declared → granted → arguments → policy → prompt →
-handler → audit)::
+User client (docs/wire-spec.md §4: envelope → expiry → replay → manifest → SPEC §6 group →
+declared → pending re-consent → granted → arguments → policy → prompt → handler → audit)::
 
     keys = KeyPair.generate()                      # persist keys.secret() locally
     client = UserClient(transport=HttpxTransport(url, "hsk_…"), keys=keys, device_id="laptop",
                         prompt=ask_on_terminal, handlers={"read_file": read_file},
-                        audit=AuditLog("audit.sqlite3"))
+                        audit=AuditLog("audit.sqlite3"))   # also holds the replay record and pins
     await client.register_device()                 # POST /keys/devices
-    await client.listen(url, "hsk_…")              # /ws/events; or await client.poll(since)
+    await client.listen(url, "hsk_…")              # /ws/events, resumed; or await client.poll(since)
 
 Agent runtime::
 
     agent = AgentRuntime(transport=HttpxTransport(url, "hak_…"), agent_id=AGENT_ID,
-                         keys=KeyPair.generate(), manifest=MANIFEST)
+                         keys=KeyPair.generate(), manifest=MANIFEST)   # the published manifest
     await agent.register_key()                     # POST /agents/{id}/keys
     listener = asyncio.create_task(agent.listen(url, "hak_…"))   # /ws/agent
     result = await agent.call_tool(relation_id, "read_file", {"path": "notes.txt"})
     text = result.unwrap()                         # ToolCallFailed if denied or error
 
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
-ToolNotDeclared, ApiError, and the EnvelopeError family for refused envelopes.
+ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ApiError, and the EnvelopeError
+family for refused envelopes.
 """
 
 from __future__ import annotations
@@ -32,18 +37,23 @@ from toolcalls.sdk.agent import AgentRuntime, ToolResult
 from toolcalls.sdk.audit import AuditEntry, AuditLog
 from toolcalls.sdk.client import PromptRequest, RelationView, UserClient
 from toolcalls.sdk.contract import CompiledManifest, Decision, compile_manifest, decide
-from toolcalls.sdk.crypto import KeyPair, Opened, PublicKeys, open_, seal
+from toolcalls.sdk.crypto import KeyPair, PublicKeys
+from toolcalls.sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from toolcalls.sdk.errors import (
     ApiError,
     ArgumentsInvalid,
     BadSignature,
+    CallExpired,
+    CallMalformed,
+    CallReplayed,
     DecryptionFailed,
     EnvelopeError,
     MalformedEnvelope,
+    ManifestNotPublished,
+    ManifestUnverified,
     NoRecipientKey,
     RateLimited,
     SdkError,
-    StaleMessage,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
@@ -55,13 +65,16 @@ from toolcalls.sdk.errors import (
 from toolcalls.sdk.keys import KeyDirectory, RelationKeys
 from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
 from toolcalls.sdk.rest import HttpResponse, HttpxTransport, Transport
+from toolcalls.sdk.store import LocalStore
+from toolcalls.sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 
 __all__ = [
-    "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature",
-    "CompiledManifest", "Decision", "DecryptionFailed", "EnvelopeError", "HttpResponse", "HttpxTransport",
-    "KeyDirectory", "KeyPair", "MalformedEnvelope", "NoRecipientKey", "Opened", "PolicySubject", "PromptRequest",
-    "PublicKeys", "RateLimited", "RelationKeys", "RelationView", "SdkError", "SensitivityPolicy", "StaleMessage",
-    "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
-    "UserClient", "WebhookInvalid", "WrongContext", "WrongRecipient", "compile_manifest", "decide", "open_",
-    "seal",
+    "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature", "CallExpired",
+    "CallMalformed", "CallReplayed", "CompiledManifest", "Decision", "DecryptionFailed", "EnvelopeError",
+    "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "LocalStore", "MalformedEnvelope",
+    "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "OpenedCopy",
+    "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView",
+    "SdkError", "SensitivityPolicy", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult",
+    "Transport", "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext",
+    "WrongRecipient", "compile_manifest", "decide", "open_copy", "seal",
 ]

@@ -1,12 +1,19 @@
-"""The agent runtime: send tool calls, match the answers by ``call_id``.
+"""The agent runtime: send tool calls, match the answers by their reply key.
 
 ``call_tool`` validates the arguments against the agent's own manifest (defaults applied)
-before anything leaves the process, seals a fresh ``tool_call`` to the user's newest
-device key, posts it as ``artifact_tool_call`` and waits for the matching, verified
-``tool_response`` — from the agent socket (``listen``/``handle_frame``), from polling
-(``poll``) or from a webhook (``handle_webhook``) — or for its timeout. A 429 is raised at
-once as :class:`RateLimited` with ``retry_after`` seconds; nothing is retried behind the
-caller's back.
+before anything leaves the process and checks that this manifest is the one the agent
+publishes (``GET /agents/{id}``): the call names its version and hash (SPEC §9.3), and a
+runtime whose manifest is not the published one refuses to call (:class:`ManifestNotPublished`).
+It then seals one version 2 envelope (docs/wire-spec.md §4) with a copy for every trusted
+device of the user (pinned on first sight; ``device_id=`` narrows to one), carrying a
+fresh X25519 ``reply_key`` and an ``expires_at`` at most ``timeout_ms`` + 60 s ahead,
+posts it as ``artifact_tool_call`` and waits — never past ``expires_at`` — for the first
+``tool_response`` sealed to that reply key and signed by one of those devices, from the
+agent socket (``listen``/``handle_frame``), polling (``poll``) or a webhook
+(``handle_webhook``). Later answers are ignored. The reply key's private half is dropped
+when the call resolves or times out, so a later theft of the runtime's keys opens no
+stored response. A 429 is raised at once as :class:`RateLimited` with ``retry_after``
+seconds; nothing is retried behind the caller's back.
 """
 
 from __future__ import annotations
@@ -19,30 +26,39 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nacl.public import PrivateKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hashee.core.canonical import CanonicalizationError, canonicalize
-from toolcalls.sdk import contract, wire
+from toolcalls.sdk import contract, envelope, wire
 from toolcalls.sdk.contract import CompiledTool
-from toolcalls.sdk.crypto import KeyPair, Opened, PublicKeys, open_, seal
+from toolcalls.sdk.crypto import KeyPair, PublicKeys
+from toolcalls.sdk.envelope import Recipient
 from toolcalls.sdk.errors import (
+    ApiError,
     ArgumentsInvalid,
     EnvelopeError,
+    ManifestNotPublished,
     NoRecipientKey,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
-    UnknownSender,
     WebhookInvalid,
     WrongRecipient,
 )
 from toolcalls.sdk.events import FrameConsumer, listen
 from toolcalls.sdk.keys import KeyDirectory
 from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S
-from toolcalls.sdk.rest import Transport, send_message
+from toolcalls.sdk.rest import Transport, call_api, send_message
+from toolcalls.sdk.store import LocalStore
+from toolcalls.sdk.trust import USER, KeyPins
 
 logger = logging.getLogger(__name__)
 NETWORK_ALLOWANCE_S = 10.0
+# docs/wire-spec.md §4: expires_at is at most timeout_ms + 60 s after the call is signed.
+EXPIRY_SLACK_MS = 60_000
+PUBLISHED_TTL_S = 60.0
+CURSOR = "agent-events"
 
 
 @dataclass(frozen=True)
@@ -85,27 +101,35 @@ def _check_canonical(name: str, arguments: Any) -> None:
                                        "message": exc.message}]) from None
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Pending:
+    call_id: str
     relation_id: str
-    device_key_id: str
+    devices: dict[str, PublicKeys]  # the devices the call was sealed to: the only ones that may answer
+    reply_key: PrivateKey
     future: asyncio.Future[ToolResult]
+    message_id: str | None = None
 
 
 class AgentRuntime(FrameConsumer):
-    """One agent runtime process, holding one agent key pair and the agent's manifest."""
+    """One agent runtime process, holding one agent key pair and the agent's manifest.
+    ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
+    across restarts)."""
 
     def __init__(self, *, transport: Transport, agent_id: str, keys: KeyPair, manifest: Mapping[str, Any],
                  clock: Callable[[], float] = time.time, keydir: KeyDirectory | None = None,
-                 prompt_allowance_s: float = HIGH_PROMPT_TIMEOUT_S) -> None:
+                 prompt_allowance_s: float = HIGH_PROMPT_TIMEOUT_S, store: LocalStore | None = None) -> None:
         self.transport = transport
         self.agent_id = str(agent_id)
         self.keys = keys
         self.manifest = contract.compile_manifest(manifest)
         self.clock = clock
-        self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock)
+        self.store = store if store is not None else LocalStore()
+        self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=USER,
+                                                                     pins=KeyPins(self.store))
         self.prompt_allowance_s = prompt_allowance_s
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, _Pending] = {}  # by reply key id
+        self._published: tuple[int, float] | None = None  # (version, when checked)
 
     @property
     def pending_calls(self) -> int:
@@ -129,41 +153,64 @@ class AgentRuntime(FrameConsumer):
         """The tool's own timeout, plus a prompt and the network."""
         return tool.timeout_ms / 1000 + self.prompt_allowance_s + NETWORK_ALLOWANCE_S
 
+    async def published_version(self, *, refresh: bool = False) -> int:
+        """The version under which the agent publishes this runtime's manifest (checked at
+        most once a minute). Raises ManifestNotPublished, ApiError."""
+        cached = self._published
+        if cached is not None and not refresh and self.clock() - cached[1] < PUBLISHED_TTL_S:
+            return cached[0]
+        self._published = None
+        agent = await call_api(self.transport, "GET", f"/agents/{self.agent_id}")
+        version = agent.get("capability_manifest_version") if isinstance(agent, dict) else None
+        if type(version) is not int or agent.get("capability_manifest_hash") != self.manifest.hash:
+            raise ManifestNotPublished(f"agent {self.agent_id} publishes another manifest than this runtime's "
+                                       f"(hash {self.manifest.hash[:12]}…): publish it before calling tools")
+        self._published = (version, self.clock())
+        return version
+
     async def call_tool(self, relation_id: str, name: str, arguments: Mapping[str, Any], *,
                         timeout: float | None = None, device_id: str | None = None) -> ToolResult:
-        """Call a tool on the user's device and wait for its verified answer.
+        """Call a tool on the user's devices and wait for the first verified answer.
 
-        Raises ToolNotDeclared, ArgumentsInvalid, NoRecipientKey, RateLimited (429, with
-        ``retry_after``), ApiError, ToolCallTimeout."""
+        Raises ToolNotDeclared, ArgumentsInvalid, ManifestNotPublished, NoRecipientKey,
+        RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout."""
         relation_id = str(relation_id)
         tool = self.validate(name, arguments)
         _check_canonical(name, arguments)
-        call_id = f"call_{uuid.uuid4().hex}"
-        call = {"subtype": "tool_call", "call_id": call_id, "tool_name": name, "arguments": dict(arguments),
-                "permission_scope": tool.scope, "timeout_ms": tool.timeout_ms}
-        device = await self._recipient(relation_id, device_id)
-        envelope = seal(call, sender=self.keys, recipient=device, relation_id=relation_id,
-                        direction=wire.AGENT_TO_USER, now=self.clock())
-        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
-        self._pending[call_id] = _Pending(relation_id, device.key_id, future)
+        version = await self.published_version()
+        devices = await self._recipients(relation_id, device_id)
+        wait = min(timeout if timeout is not None else self.default_timeout(tool),
+                   (tool.timeout_ms + EXPIRY_SLACK_MS) / 1000)
+        now_ms = int(self.clock() * 1000)
+        reply_key, call_id = PrivateKey.generate(), f"call_{uuid.uuid4().hex}"
+        call = {"subtype": "tool_call", "call_id": call_id, "tool_name": name,
+                "arguments": dict(arguments), "permission_scope": tool.scope, "timeout_ms": tool.timeout_ms,
+                "manifest_version": version, "manifest_hash": self.manifest.hash,
+                "reply_key": wire.b64encode(bytes(reply_key.public_key)), "expires_at": now_ms + int(wait * 1000)}
+        sealed = envelope.seal(call, sender=self.keys, recipients=[Recipient.of(d) for d in devices],
+                               relation_id=relation_id, direction=wire.AGENT_TO_USER, now_ms=now_ms)
+        pending = _Pending(call_id, relation_id, {d.key_id: d for d in devices}, reply_key,
+                           asyncio.get_running_loop().create_future())
+        reply_key_id = wire.reply_key_id(bytes(reply_key.public_key))
+        self._pending[reply_key_id] = pending
         try:
-            await send_message(self.transport, relation_id=relation_id, msg_subtype="artifact_tool_call",
-                               payload=envelope)
-            wait = timeout if timeout is not None else self.default_timeout(tool)
+            sent = await send_message(self.transport, relation_id=relation_id, msg_subtype="artifact_tool_call",
+                                      payload=sealed)
+            pending.message_id = str(sent.get("message_id") or "") or None
             try:
-                return await asyncio.wait_for(future, wait)
+                return await asyncio.wait_for(pending.future, wait)
             except TimeoutError:
-                raise ToolCallTimeout(call_id, wait) from None
+                raise ToolCallTimeout(pending.call_id, wait) from None
         finally:
-            self._pending.pop(call_id, None)
+            del self._pending[reply_key_id]  # with it goes the only copy of the reply key's private half
 
-    async def _recipient(self, relation_id: str, device_id: str | None) -> PublicKeys:
+    async def _recipients(self, relation_id: str, device_id: str | None) -> list[PublicKeys]:
         for refresh in (False, True):
             keys = await self.keydir.relation(relation_id, refresh=refresh)
-            device = keys.newest_device(device_id)
-            if device is not None:
-                return device.keys
-        raise NoRecipientKey(f"the user of relation {relation_id} has published no device key")
+            devices = keys.devices(device_id)
+            if devices:
+                return [d.keys for d in devices][-envelope.MAX_COPIES:]
+        raise NoRecipientKey(f"the user of relation {relation_id} has no trusted device key")
 
     # --- answers ---------------------------------------------------------------------
 
@@ -174,9 +221,26 @@ class AgentRuntime(FrameConsumer):
             await self._on_message(str(data.get("relation_id")), data.get("message") or {})
         elif kind == "h2a.relation_revoked":
             relation_id = str((data.get("relation") or {}).get("relation_id"))
-            for call_id, pending in list(self._pending.items()):
+            for pending in list(self._pending.values()):
                 if pending.relation_id == relation_id and not pending.future.done():
-                    pending.future.set_result(ToolResult(call_id, "denied", reason="permission_revoked"))
+                    pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
+        elif kind in ("h2a.reauth_required", "agent.manifest_updated"):
+            self._published = None
+        elif kind == "resync_required":
+            self._published = None
+            self.keydir.forget()
+            await self._refetch_answers()
+
+    async def _refetch_answers(self) -> None:
+        """After a gap in the event log, read the pending calls' relations for their answers."""
+        for relation_id, after in {(p.relation_id, p.message_id) for p in self._pending.values() if p.message_id}:
+            try:
+                page = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/messages?after={after}")
+            except ApiError as exc:
+                logger.warning("answers of relation %s not refetched: %s", relation_id, exc.code)
+                continue
+            for message in page.get("messages") or []:
+                await self._on_message(relation_id, message)
 
     async def handle_webhook(self, body: bytes | str, headers: Mapping[str, str], *, secret: str) -> None:
         """Verify a Standard Webhooks request with the agent's ``whsec_`` secret, then act on
@@ -190,38 +254,42 @@ class AgentRuntime(FrameConsumer):
 
     async def listen(self, base_url: str, token: str, *, since: int | None = None,
                      connected: asyncio.Event | None = None) -> None:
-        """Serve ``/ws/agent`` until cancelled."""
-        await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, since=since, connected=connected)
-
+        """Serve ``/ws/agent`` until cancelled, from ``since`` (default: where the last run stopped)."""
+        await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
+                     since=since if since is not None else self.store.cursor(CURSOR),
+                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last))
 
     async def _on_message(self, relation_id: str, message: Mapping[str, Any]) -> None:
         if message.get("msg_subtype") != "artifact_response" or message.get("sender") != "user":
             return
-        if not any(p.relation_id == relation_id for p in self._pending.values()):
-            return  # nothing is waiting on this relation: do not even open it
-        opened = await self._open(relation_id, message.get("payload"))
-        call_id = opened.artifact.get("call_id") if opened is not None else None
-        pending = self._pending.get(call_id) if isinstance(call_id, str) else None
-        if opened is None or pending is None or pending.future.done():
-            return
-        if pending.relation_id != relation_id or pending.device_key_id != opened.sender.key_id:
-            logger.warning("tool_response from an unexpected relation or device ignored")
-            return
-        pending.future.set_result(tool_result_from(opened.artifact, str(call_id)))
-
-    async def _open(self, relation_id: str, payload: Any) -> Opened | None:
+        payload = message.get("payload")
+        found = self._pending_for(payload)
+        if found is None:
+            return  # nothing waits on this reply key: do not even open it
+        reply_key_id, pending = found
+        if pending.future.done():
+            return  # the first answer won
         try:
-            try:
-                return await self._open_with(relation_id, payload, refresh=False)
-            except UnknownSender:
-                return await self._open_with(relation_id, payload, refresh=True)
+            opened = envelope.open_copy(payload, recipient_key_id=reply_key_id, recipient_x25519=pending.reply_key,
+                                        senders=pending.devices, relation_id=pending.relation_id,
+                                        direction=wire.USER_TO_AGENT)
         except WrongRecipient:
-            logger.debug("tool_response for another runtime key ignored")
+            return
         except EnvelopeError as exc:
             logger.warning("tool_response refused: %s", type(exc).__name__)
-        return None
+            return
+        if relation_id != pending.relation_id or opened.artifact.get("call_id") != pending.call_id:
+            logger.warning("tool_response for another relation or call ignored")
+            return
+        pending.future.set_result(tool_result_from(opened.artifact, pending.call_id))
 
-    async def _open_with(self, relation_id: str, payload: Any, *, refresh: bool) -> Opened:
-        keys = await self.keydir.relation(relation_id, refresh=refresh)
-        return open_(payload, recipient=self.keys, senders=keys.user_keys(), relation_id=relation_id,
-                     direction=wire.USER_TO_AGENT, now=self.clock())
+    def _pending_for(self, payload: Any) -> tuple[str, _Pending] | None:
+        try:
+            envelope.sender_key_id(payload)  # the shape, before looking inside
+        except EnvelopeError:
+            return None
+        for copy in payload["copies"]:
+            pending = self._pending.get(copy["recipient_key_id"])
+            if pending is not None:
+                return copy["recipient_key_id"], pending
+        return None

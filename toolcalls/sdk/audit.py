@@ -14,12 +14,12 @@ import hmac
 import json
 import os
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hashee.core.canonical import CanonicalizationError, canonicalize
+from toolcalls.sdk.store import connect_private
 
 RETENTION_S = 30 * 24 * 3600.0
 SECRET_BYTES = 32
@@ -46,13 +46,17 @@ class AuditEntry:
 
 
 class AuditLog:
-    """``path`` is a SQLite file (its secret in ``<path>.key``, mode 0600) or ``:memory:``."""
+    """``path`` is a SQLite file, created 0600 (its secret in ``<path>.key``, 0600 too), or
+    ``:memory:``. Besides answered calls it holds the security refusals (status
+    ``refused``: ``call_expired``, ``call_replayed``, ``untrusted_sender``…), so the user
+    sees what was stopped."""
 
     def __init__(self, path: str | Path = ":memory:", *, secret: bytes | None = None,
                  retention_s: float = RETENTION_S) -> None:
+        self.path = str(path)
         self.retention_s = retention_s
         self._secret = secret if secret is not None else _load_secret(path)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db = connect_private(path)
         self._db.executescript(_SCHEMA)
 
     def digest(self, arguments: Any) -> str:

@@ -4,8 +4,9 @@
 
 1. a group conversation → ``denied: tool_not_supported_in_group``;
 2. ``tool_name`` not in the cached manifest → ``denied: tool_not_declared``;
-3. the relation revoked → ``denied: permission_revoked``; the tool's *declared* scope not
-   granted, or the call claiming another scope → ``denied: scope_not_granted``;
+3. the relation revoked → ``denied: permission_revoked``; the tool's scope pending
+   re-consent → ``denied: reauth_required`` (SPEC §9.3, that tool only); the tool's
+   *declared* scope not granted, or the call claiming another scope → ``denied: scope_not_granted``;
 4. ``arguments`` failing ``input_schema`` → ``error: TOOL_INVALID_ARGUMENTS`` with details;
 5. the sensitivity policy → ``run`` (silent) or ``prompt``.
 
@@ -155,10 +156,12 @@ DENY_GROUP = Decision(DENIED, "tool_not_supported_in_group")
 DENY_UNDECLARED = Decision(DENIED, "tool_not_declared")
 DENY_REVOKED = Decision(DENIED, "permission_revoked")
 DENY_SCOPE = Decision(DENIED, "scope_not_granted")
+DENY_REAUTH = Decision(DENIED, "reauth_required")
 
 
 def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[str], in_group: bool,
-           policy: SensitivityPolicy, subject: PolicySubject, now: float, revoked: bool = False) -> Decision:
+           policy: SensitivityPolicy, subject: PolicySubject, now: float, revoked: bool = False,
+           pending: Set[str] = frozenset()) -> Decision:
     """Steps 1-5 of SPEC §6 for one tool call; pure and side-effect free."""
     if in_group:
         return DENY_GROUP
@@ -168,6 +171,8 @@ def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[
         return DENY_UNDECLARED
     if revoked:
         return DENY_REVOKED
+    if tool.scope in pending:
+        return DENY_REAUTH
     if tool.scope not in granted or call.get("permission_scope") != tool.scope:
         return DENY_SCOPE
     if tool.validator is None:

@@ -45,8 +45,20 @@ class WrongContext(EnvelopeError):
     """Signed for another relation, direction or key pair: a replay from elsewhere."""
 
 
-class StaleMessage(EnvelopeError):
-    """Signed too long ago to still be answered."""
+class CallExpired(EnvelopeError):
+    """A tool call past its ``expires_at``, or one that claims to live longer than allowed."""
+
+
+class CallReplayed(EnvelopeError):
+    """A tool call already seen in this relation (the persistent replay record)."""
+
+
+class CallMalformed(EnvelopeError):
+    """A verified envelope whose tool call lacks a field of docs/wire-spec.md §4."""
+
+
+class ManifestUnverified(SdkError):
+    """A manifest whose hash (or signature) does not verify, or that another call names."""
 
 
 class InvalidPublicKey(SdkError):
@@ -134,7 +146,12 @@ class ToolCallFailed(SdkError):
 
 
 class NoRecipientKey(SdkError):
-    """The relation's other party has published no key to encrypt to."""
+    """The relation's other party has published no (trusted) key to encrypt to."""
+
+
+class ManifestNotPublished(SdkError):
+    """The runtime's manifest is not the agent's published one: a call under it would name a
+    manifest the user never saw, and every device would deny it ``manifest_unverified``."""
 
 
 class WebhookInvalid(SdkError):

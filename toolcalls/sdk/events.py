@@ -1,11 +1,18 @@
 """Event frames over the server's sockets (``/ws/events`` for users, ``/ws/agent`` for
-agent runtimes), resumed with ``?since=`` after a drop."""
+agent runtimes), resumed with ``?since=`` after a drop.
+
+Only a refused token (HTTP 401 or 403 at the handshake) ends :func:`listen`, with
+:class:`SocketRefused`; anything else (a dropped connection, a 5xx, a restarting server)
+reconnects after a jittered backoff, so a fleet of clients does not return in lockstep.
+``on_cursor`` is told the id of every frame handled: persist it, and a restarted process
+resumes where it stopped."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -18,8 +25,10 @@ from toolcalls.sdk.rest import Transport, poll_events
 
 logger = logging.getLogger(__name__)
 FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
+CursorCallback = Callable[[int], Any]
 MAX_FRAME_BYTES = 2 * 1024 * 1024
-RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+REFUSED_STATUSES = (401, 403)
 
 
 def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> str:
@@ -31,9 +40,9 @@ def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> st
 
 
 async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler, since: int | None = None,
-                 connected: asyncio.Event | None = None) -> None:
+                 connected: asyncio.Event | None = None, on_cursor: CursorCallback | None = None) -> None:
     """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
-    Reconnects with ``since=<last id>``; raises SocketRefused on a refused handshake."""
+    Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake."""
     last = since
     failures = 0
     while True:
@@ -47,12 +56,23 @@ async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler
                     if frame is not None:
                         last = max(last or 0, int(frame["id"]))
                         await on_frame(frame)
+                        if on_cursor is not None:
+                            on_cursor(last)
         except InvalidStatus as exc:
-            raise SocketRefused(f"{path}: HTTP {exc.response.status_code}") from None
+            if exc.response.status_code in REFUSED_STATUSES:
+                raise SocketRefused(f"{path}: HTTP {exc.response.status_code}") from None
+            logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)
         except (OSError, WebSocketException) as exc:
             logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
-        await asyncio.sleep(RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)])
+        await asyncio.sleep(reconnect_delay(failures))
         failures += 1
+
+
+def reconnect_delay(failures: int) -> float:
+    """Seconds to wait before reconnecting after ``failures`` failed attempts in a row: the
+    backoff step, jittered down to half of it."""
+    step = RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)]
+    return step * random.uniform(0.5, 1.0)  # spreading reconnections, not a secret
 
 
 def _frame(text: str | bytes) -> dict[str, Any] | None:

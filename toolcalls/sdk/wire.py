@@ -15,10 +15,8 @@ import re
 
 import nacl.bindings
 
-ENVELOPE_VERSION = 1
 ENVELOPE_ALG = "x25519-xsalsa20poly1305+ed25519"
 ENVELOPE_CONTENT_TYPE = "application/vnd.hashee.e2ee+json"
-ENVELOPE_FIELDS = frozenset({"v", "alg", "sender_key_id", "recipient_key_id", "nonce", "ciphertext"})
 AGENT_TO_USER = "agent_to_user"
 USER_TO_AGENT = "user_to_agent"
 DIRECTIONS = (AGENT_TO_USER, USER_TO_AGENT)

@@ -1,0 +1,74 @@
+"""An agent runtime and bob's device talking through the fake server, each behind a
+:class:`LyingTransport` the test turns into a liar."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from tests.sdk.fakes import AGENT_ID, RELATION_ID, FakeServer
+from tests.sdk.test_client import Clock, Handlers, Prompt
+from tests.sdk_trust.lying import LyingTransport
+from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolCallTimeout, ToolResult, UserClient, seal
+from toolcalls.sdk.wire import AGENT_TO_USER
+
+
+class Scene:
+    def __init__(self, *, state: Path | None = None) -> None:
+        self.server = FakeServer()
+        self.clock = Clock()
+        self.agent_keys, self.device = KeyPair.generate(), KeyPair.generate()
+        self.server.publish_agent(self.agent_keys)
+        self.server.publish_device("laptop", self.device)
+        self.user_side = LyingTransport(self.server.transport("user"))
+        self.agent_side = LyingTransport(self.server.transport("agent"))
+        self.prompt, self.handlers = Prompt(), Handlers()
+        self.state = state
+        self.client = self.start_client()
+        self.agent = self.runtime(self.server.manifest)
+
+    def start_client(self) -> UserClient:
+        """Bob's client (again, after a restart: the same device and local files)."""
+        audit = AuditLog(self.state / "audit.sqlite3") if self.state is not None else AuditLog()
+        return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.prompt,
+                          handlers=self.handlers.all(), clock=self.clock, audit=audit)
+
+    def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
+        return AgentRuntime(transport=self.agent_side, agent_id=AGENT_ID, keys=self.agent_keys, manifest=manifest,
+                            clock=self.clock)
+
+    async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
+                   deliver_after_s: float = 0) -> ToolResult | None:
+        """One call through the pipe (delivered ``deliver_after_s`` later on bob's clock);
+        None when no answer came back."""
+        agent = agent or self.agent
+        sent = len(self.server.messages)
+        task = asyncio.create_task(agent.call_tool(RELATION_ID, name, arguments, timeout=0.3))
+        while len(self.server.messages) == sent and not task.done():
+            await asyncio.sleep(0.002)
+        if task.done():
+            return await task  # refused before sending: raises
+        self.clock.now += deliver_after_s
+        await self.client.handle_frame(self.server.frame(sent))
+        if len(self.server.messages) > sent + 1:
+            await agent.handle_frame(self.server.frame(sent + 1))
+        try:
+            return await task
+        except ToolCallTimeout:
+            return None
+
+    def forge_call(self, artifact: dict[str, Any], sender: KeyPair) -> dict[str, Any]:
+        """A call signed by ``sender`` and sealed to bob's laptop, stored by the server."""
+        envelope = seal(artifact, sender=sender, recipients=[Recipient.of(self.device.public)],
+                        relation_id=RELATION_ID, direction=AGENT_TO_USER, now_ms=int(self.clock.now * 1000))
+        return self.server.post("agent", "artifact_tool_call", envelope)
+
+    def refusals(self, client: UserClient | None = None) -> list[str | None]:
+        """The reasons the audit log gives for what was stopped or denied."""
+        entries = (client or self.client).audit.entries()
+        return [e.reason for e in entries if e.status in ("refused", "denied")]
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coroutine, timeout=20))

@@ -1,0 +1,138 @@
+"""The issue's three reproductions end to end, through the real server (the whole Django
+stack and its database, as tests/toolcalls/test_roundtrip.py drives it) with a lying
+transport between each SDK and the server."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from nacl.public import PrivateKey
+
+from agents import services as agent_services
+from hashee.auth import api_key_create
+from relations import services as relation_services
+from relations.models import Relation
+from tests.sdk_trust.lying import LyingTransport, add_agent_key, settle_relation
+from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
+from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolResult, UserClient, seal
+from toolcalls.sdk.rest import send_message
+from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Live:
+    """alice's agent and bob's relation on the real server; bob's device behind a liar."""
+
+    def __init__(self, alice: Any, bob: Any, manifest: dict[str, Any], state: Path) -> None:
+        self.alice, self.manifest, self.state = alice, manifest, state
+        self.agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
+        self.relation_id = str(relation_services.relation_create(
+            user=bob, agent_id=self.agent.pk, granted_scopes=["filesystem:read", "notification:send"]).pk)
+        self.bob_key, self.agent_key = api_key_create(user=bob)[1], api_key_create(user=alice, agent=self.agent)[1]
+        self.user_side = LyingTransport(ApiClientTransport(self.bob_key))
+        self.device, self.runtime_keys = KeyPair.generate(), KeyPair.generate()
+        self.approver = Approver()
+        self.ran: list[dict[str, Any]] = []
+        self.client = self.start_client()
+        self.since = 0
+
+    def start_client(self) -> UserClient:
+        return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.approver,
+                          handlers={"read_file": self.read_file, "notify": self.read_file},
+                          audit=AuditLog(self.state / "audit.sqlite3"))
+
+    def read_file(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.ran.append(arguments)
+        return {"content": "root:x:0:0"}
+
+    def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
+        return AgentRuntime(transport=ApiClientTransport(self.agent_key), agent_id=str(self.agent.pk),
+                            keys=self.runtime_keys, manifest=manifest)
+
+    async def call(self, runtime: AgentRuntime, name: str, arguments: dict[str, Any]) -> ToolResult:
+        await self.client.register_device()
+        await runtime.register_key()
+        task = asyncio.create_task(runtime.call_tool(self.relation_id, name, arguments, timeout=20))
+        agent_since = 0
+        while not task.done():
+            self.since = await self.client.poll(self.since)
+            agent_since = await runtime.poll(agent_since)
+            await asyncio.sleep(0.02)
+        return await task
+
+    def refusals(self) -> list[str | None]:
+        return [e.reason for e in self.client.audit.entries() if e.status in ("refused", "denied")]
+
+
+@pytest.fixture
+def live(alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> Live:
+    return Live(alice, bob, manifest, tmp_path)
+
+
+def test_issue_a_an_injected_agent_key_gets_nothing_run_on_the_real_server(live: Live) -> None:
+    runtime = live.runtime(live.manifest)
+    assert run(lambda: live.call(runtime, "notify", {"title": "hello"})).ok  # the agent's key is pinned
+    mallory = KeyPair.generate()
+    live.user_side.lie("/keys", add_agent_key({**mallory.public.as_api(), "key_id": mallory.key_id}))
+
+    async def forged() -> None:
+        now_ms = int(time.time() * 1000)
+        call = {"subtype": "tool_call", "call_id": "call_forged", "tool_name": "read_file",
+                "arguments": {"path": "/etc/passwd"}, "permission_scope": "filesystem:read", "timeout_ms": 5000,
+                "manifest_version": 1, "manifest_hash": runtime.manifest.hash,
+                "reply_key": b64encode(bytes(PrivateKey.generate().public_key)), "expires_at": now_ms + 30_000}
+        envelope = seal(call, sender=mallory, recipients=[Recipient.of(live.device.public)],
+                        relation_id=live.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
+        await send_message(ApiClientTransport(live.agent_key), relation_id=live.relation_id,
+                           msg_subtype="artifact_tool_call", payload=envelope)  # stored by the server
+        live.since = await live.client.poll(live.since)
+
+    run(forged)
+
+    assert live.ran == [{"title": "hello"}] and live.refusals() == ["untrusted_sender"]
+
+
+def test_issue_b_a_breaking_change_hidden_by_the_server_still_stops_read_file(live: Live) -> None:
+    widened = copy.deepcopy(live.manifest)
+    widened["tools"][0]["input_schema"]["properties"]["path"] = {
+        "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    agent_services.agent_update(agent_id=live.agent.pk, actor=live.alice, capability_manifest=widened)
+    relation = Relation.objects.get(pk=live.relation_id)
+    assert "filesystem:read" in relation_services.relation_payload(relation)["pending_scopes"]  # the truth
+    live.user_side.lie(f"/h2a/relations/{live.relation_id}", settle_relation)  # what bob's device is told
+
+    result = run(lambda: live.call(live.runtime(widened), "read_file", {"path": ["/etc/passwd", "/etc/shadow"]}))
+
+    assert (result.status, result.reason) == ("denied", "reauth_required")
+    assert live.ran == [] and live.refusals() == ["reauth_required"]
+
+
+def test_issue_c_a_call_replayed_to_a_restarted_client_runs_once(live: Live) -> None:
+    runtime = live.runtime(live.manifest)
+    assert run(lambda: live.call(runtime, "read_file", {"path": "notes.txt"})).ok
+    restarted = live.start_client()
+
+    async def replay() -> None:
+        stored = await database_sync_to_async(_first_call_payload)()
+        await restarted.poll(0)  # the event log, from the start: the stored call again
+        await send_message(ApiClientTransport(live.agent_key), relation_id=live.relation_id,
+                           msg_subtype="artifact_tool_call", payload=stored)  # and stored once more
+        await restarted.poll(0)
+
+    run(replay)
+
+    assert live.ran == [{"path": "notes.txt"}]
+    assert [e.reason for e in restarted.audit.entries() if e.status == "refused"] == ["call_replayed"] * 2
+
+
+def _first_call_payload() -> Any:
+    from toolcalls.models import Message
+
+    return Message.objects.filter(msg_subtype="artifact_tool_call").order_by("seq").first().payload
