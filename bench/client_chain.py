@@ -29,10 +29,11 @@ from _stats import measure, p95, row
 
 from hashee.core.canonical import canonical_hash
 from toolcalls.sdk import KeyPair, LocalStore, Recipient, envelope, wire
-from toolcalls.sdk.client import RelationView, call_refusal
+from toolcalls.sdk.client import call_refusal
 from toolcalls.sdk.consent import consent_for
 from toolcalls.sdk.contract import decide
 from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
+from toolcalls.sdk.views import RelationView
 
 BATCH = 1000
 SAMPLES = 300

@@ -43,7 +43,7 @@ def add_agent_key(keys: Mapping[str, str]) -> Rewrite:
     return rewrite
 
 
-def add_device(device: Mapping[str, str]) -> Rewrite:
+def add_device(device: Mapping[str, Any]) -> Rewrite:
     """The key directory lists one more device for the user."""
     def rewrite(body: Any) -> Any:
         body["user"]["devices"].append(dict(device))

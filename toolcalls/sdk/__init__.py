@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from toolcalls.sdk.agent import AgentRuntime, ToolResult
 from toolcalls.sdk.audit import AuditEntry, AuditLog
-from toolcalls.sdk.client import PromptRequest, RelationView, UserClient
+from toolcalls.sdk.client import PromptRequest, UserClient
 from toolcalls.sdk.contract import CompiledManifest, Decision, compile_manifest, decide
 from toolcalls.sdk.crypto import KeyPair, PublicKeys
 from toolcalls.sdk.envelope import OpenedCopy, Recipient, open_copy, seal
@@ -67,6 +67,7 @@ from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
 from toolcalls.sdk.rest import HttpResponse, HttpxTransport, Transport
 from toolcalls.sdk.store import LocalStore
 from toolcalls.sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
+from toolcalls.sdk.views import RelationView
 
 __all__ = [
     "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature", "CallExpired",

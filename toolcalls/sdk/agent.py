@@ -29,8 +29,9 @@ from typing import Any
 from nacl.public import PrivateKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from hashee.core import signing
 from hashee.core.canonical import CanonicalizationError, canonicalize
-from toolcalls.sdk import contract, envelope, wire
+from toolcalls.sdk import contract, envelope, statements, wire
 from toolcalls.sdk.contract import CompiledTool
 from toolcalls.sdk.crypto import KeyPair, PublicKeys
 from toolcalls.sdk.envelope import Recipient
@@ -47,7 +48,7 @@ from toolcalls.sdk.errors import (
     WrongRecipient,
 )
 from toolcalls.sdk.events import FrameConsumer, listen
-from toolcalls.sdk.keys import KeyDirectory
+from toolcalls.sdk.keys import KeyDirectory, root_device
 from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from toolcalls.sdk.rest import Transport, call_api, send_message
 from toolcalls.sdk.store import LocalStore
@@ -114,11 +115,15 @@ class _Pending:
 class AgentRuntime(FrameConsumer):
     """One agent runtime process, holding one agent key pair and the agent's manifest.
     ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
-    across restarts)."""
+    across restarts). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
+    the runtime may hold it, signs the runtime key it publishes; otherwise pass a signature
+    made offline to :meth:`register_key`."""
 
     def __init__(self, *, transport: Transport, agent_id: str, keys: KeyPair, manifest: Mapping[str, Any],
                  clock: Callable[[], float] = time.time, keydir: KeyDirectory | None = None,
-                 prompt_allowance_s: float = HIGH_PROMPT_TIMEOUT_S, store: LocalStore | None = None) -> None:
+                 prompt_allowance_s: float = HIGH_PROMPT_TIMEOUT_S, store: LocalStore | None = None,
+                 identity_key: Mapping[str, str] | None = None) -> None:
+        self.identity_key = dict(identity_key) if identity_key is not None else None
         self.transport = transport
         self.agent_id = str(agent_id)
         self.keys = keys
@@ -135,9 +140,26 @@ class AgentRuntime(FrameConsumer):
     def pending_calls(self) -> int:
         return len(self._pending)
 
-    async def register_key(self) -> dict[str, Any]:
-        """Publish this runtime's public keys (``POST /agents/{id}/keys``)."""
-        return await self.keydir.register_agent_key(self.agent_id, self.keys.public)
+    async def register_key(self, *, identity_signature: str | None = None) -> dict[str, Any]:
+        """Publish this runtime's public keys (``POST /agents/{id}/keys``), vouched for by
+        the agent's identity when it has one (``identity_signature``, or ``identity_key``)."""
+        if identity_signature is None and self.identity_key is not None:
+            identity_signature = statements.sign_runtime_key(self.identity_key, agent_id=self.agent_id,
+                                                             key_id=self.keys.key_id)
+        return await self.keydir.register_agent_key(self.agent_id, self.keys.public,
+                                                    identity_signature=identity_signature)
+
+    async def safety_number(self, relation_id: str) -> str | None:
+        """The relation's safety number as this side sees it (the agent's identity and the
+        user's first trusted device), for the owner to compare with the user's; None when
+        the agent has no identity key."""
+        identity = (signing.public_of(self.identity_key) if self.identity_key is not None
+                    else await self.keydir.served_identity(self.agent_id))
+        root = root_device(await self.keydir.relation(str(relation_id)))
+        if identity is None or root is None:
+            return None
+        return statements.safety_number(agent_id=self.agent_id, agent_identity=signing.b64url_decode(identity["x"]),
+                                        user_root_device=root.keys.ed25519)
 
     def validate(self, name: str, arguments: Any) -> CompiledTool:
         """The declared tool; raises ToolNotDeclared or ArgumentsInvalid (with details)."""

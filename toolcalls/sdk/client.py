@@ -42,18 +42,24 @@ from hashee.core.canonical import canonicalize
 from hashee.core.manifest import MAX_TIMEOUT_MS
 from toolcalls.sdk import contract, envelope, wire
 from toolcalls.sdk.audit import AuditLog
-from toolcalls.sdk.consent import consent_for
-from toolcalls.sdk.contract import CompiledManifest, CompiledTool, Decision
+from toolcalls.sdk.contract import CompiledTool, Decision
 from toolcalls.sdk.crypto import KeyPair
 from toolcalls.sdk.envelope import OpenedCopy, Recipient
-from toolcalls.sdk.errors import ApiError, EnvelopeError, ManifestUnverified, UnknownSender, WrongRecipient
+from toolcalls.sdk.errors import (
+    ApiError,
+    EnvelopeError,
+    IdentityChanged,
+    UnknownSender,
+    WrongRecipient,
+)
 from toolcalls.sdk.events import FrameConsumer, listen
 from toolcalls.sdk.keys import KeyDirectory
 from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
-from toolcalls.sdk.rest import Transport, call_api, send_message
+from toolcalls.sdk.rest import Transport, send_message
 from toolcalls.sdk.runner import call_with_deadline
 from toolcalls.sdk.store import LocalStore
-from toolcalls.sdk.trust import AGENT, KeyPins, ManifestVerifier, VerifiedManifest
+from toolcalls.sdk.trust import AGENT, KeyPins
+from toolcalls.sdk.views import RelationView, RelationViews
 
 logger = logging.getLogger(__name__)
 ToolHandler = Callable[[dict[str, Any]], Any]
@@ -68,7 +74,6 @@ MAX_WAITING_PROMPTS = 5
 MAX_RESPONSE_BYTES = 190_000
 MAX_DELIVERED = 4096
 CURSOR = "user-events"
-_EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
 
 
 @dataclass(frozen=True)
@@ -85,30 +90,9 @@ class PromptRequest:
     agent_name: str = ""  # as the agent's owner named it (what the user consented to)
     tool_description: str = ""  # the manifest's description_fallback for this tool
     manifest_version: int | None = None  # the verified version the call runs under
-    # SPEC §9.2: the relation's safety number once agents have identity keys; None today
-    # (the prompt then says the publisher is unverified).
+    # SPEC §9.2: the relation's safety number (pinned identity + the user's first device);
+    # None for an agent without an identity key: the prompt says its publisher is unverified.
     safety_number: str | None = None
-
-
-@dataclass(frozen=True)
-class RelationView:
-    """What the client enforces for one relation: grants, pending scopes and the manifest
-    (verified, with the floors and both schemas of :mod:`toolcalls.sdk.consent`)."""
-
-    relation_id: str
-    agent_id: str
-    granted: frozenset[str]
-    revoked: bool
-    manifest: CompiledManifest
-    agent_name: str = ""
-    manifest_version: int | None = None  # None: the manifest did not verify
-    pending: frozenset[str] = frozenset()
-    unverified: str = ""  # why the manifest did not verify
-
-    def names(self, call: Mapping[str, Any]) -> bool:
-        """Whether the call runs under this view's verified manifest."""
-        return (self.manifest_version is not None and call.get("manifest_version") == self.manifest_version
-                and call.get("manifest_hash") == self.manifest.hash)
 
 
 def _never_group(relation_id: str) -> bool:
@@ -186,7 +170,7 @@ class UserClient(FrameConsumer):
         self.max_waiting_prompts = max_waiting_prompts
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=AGENT,
                                                                      pins=KeyPins(self.store))
-        self.verifier = ManifestVerifier()
+        self.views = RelationViews(keydir=self.keydir, clock=clock)
         self._views: dict[str, RelationView] = {}
         self._generation = 0  # bumped by every event that invalidates a view
         self._delivered: dict[str, None] = {}  # message ids handled in this process (redeliveries)
@@ -217,40 +201,21 @@ class UserClient(FrameConsumer):
         return view
 
     async def _fetch_view(self, relation_id: str) -> RelationView:
-        relation = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}")
-        agent_id = str(relation["agent_id"])
-        agent = await call_api(self.transport, "GET", f"/agents/{agent_id}")
-        base = {"relation_id": relation_id, "agent_id": agent_id, "agent_name": str(agent.get("name") or ""),
-                "granted": frozenset(relation.get("granted_scopes") or ()), "revoked": relation["status"] == "revoked"}
-        try:
-            current = self.verifier.verify(agent_id=agent_id, version=agent.get("capability_manifest_version"),
-                                           manifest=agent.get("capability_manifest"),
-                                           stated_hash=agent.get("capability_manifest_hash"))
-            acknowledged = await self._acknowledged(agent_id, relation.get("acknowledged_manifest_version"), current)
-        except ManifestUnverified as exc:
-            logger.warning("relation %s: the manifest does not verify: %s", relation_id, exc)
-            return RelationView(**base, manifest=_EMPTY, unverified=str(exc))
-        consent = consent_for(current.manifest, acknowledged.manifest if acknowledged is not None else None,
-                              server_pending=relation.get("pending_scopes") or ())
-        return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
-                            pending=consent.pending)
+        return await self.views.fetch(self.transport, relation_id)
 
-    async def _acknowledged(self, agent_id: str, version: Any, current: VerifiedManifest) -> VerifiedManifest | None:
-        """The version the user consented to, verified; None if they never saw one."""
-        if version == current.version:
-            return current
-        if version == 0:
-            return None
-        if type(version) is not int or not 0 < version < current.version:
-            raise ManifestUnverified(f"the relation names no acknowledged version before {current.version}")
-        try:
-            found = await call_api(self.transport, "GET", f"/agents/{agent_id}/manifest/versions/{version}")
-        except ApiError as exc:
-            raise ManifestUnverified(f"the acknowledged version {version} is not available ({exc.code})") from None
-        if found.get("version") != version:
-            raise ManifestUnverified(f"asked for version {version}, the server sent another")
-        return self.verifier.verify(agent_id=agent_id, version=version, manifest=found.get("manifest"),
-                                    stated_hash=found.get("hash"))
+    async def accept_identity(self, relation_id: str) -> str | None:
+        """Trust the identity the server now serves for this relation's agent — call it only
+        once the user has compared the new safety number (:meth:`pending_safety_number`) and
+        accepted it. Returns the new safety number."""
+        relation_id = str(relation_id)
+        await self.views.accept_identity(self.transport, relation_id)
+        self._invalidate(relation_id)
+        return (await self.relation(relation_id)).safety_number
+
+    async def pending_safety_number(self, relation_id: str) -> str | None:
+        """The safety number the relation would have with the identity the server serves now
+        (to show beside the pinned one when the identity changed)."""
+        return await self.views.pending_safety_number(self.transport, str(relation_id))
 
     # --- events ----------------------------------------------------------------------
 
@@ -347,6 +312,8 @@ class UserClient(FrameConsumer):
         except WrongRecipient:
             logger.debug("tool call for another device ignored")
             return None
+        except IdentityChanged:
+            reason = "identity_changed"  # nothing of the agent is believed until the user accepts
         except UnknownSender:
             reason = "untrusted_sender"
         except EnvelopeError as exc:
@@ -449,7 +416,7 @@ class UserClient(FrameConsumer):
                 request = PromptRequest(view.relation_id, view.agent_id, str(call["call_id"]), tool.name,
                                         tool.scope, tool.sensitivity, dict(call["arguments"]),
                                         agent_name=view.agent_name, tool_description=tool.description,
-                                        manifest_version=view.manifest_version)
+                                        manifest_version=view.manifest_version, safety_number=view.safety_number)
                 return await self._ask(request, self._time_left(deadline_ms))
         finally:
             self._waiting[view.agent_id] -= 1

@@ -61,6 +61,18 @@ class ManifestUnverified(SdkError):
     """A manifest whose hash (or signature) does not verify, or that another call names."""
 
 
+class IdentityChanged(ManifestUnverified):
+    """The server serves another identity for the agent than the one pinned for this
+    relation (or one where it had none): nothing of the agent is believed — no prompt, no
+    execution — until the user accepts the new safety number."""
+
+    def __init__(self, relation_id: str, *, pinned: dict[str, str] | None, served: dict[str, str] | None) -> None:
+        super().__init__(f"relation {relation_id}: the agent's identity changed; compare the new safety number")
+        self.relation_id = relation_id
+        self.pinned = pinned
+        self.served = served
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 

@@ -1,8 +1,9 @@
 """The key directory as the SDK reads and writes it (public keys only).
 
 The directory is the server's word: each side keeps only the other party's keys that
-:class:`~toolcalls.sdk.trust.KeyPins` trusts (pinned on first sight, or vouched for), so a
-key the server adds later is never encrypted to nor believed.
+:class:`~toolcalls.sdk.trust.KeyPins` trusts — an identified agent's runtime keys vouched
+for by its pinned identity, the user's devices reached by approvals from the first one —
+so a key the server adds is never encrypted to nor believed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from toolcalls.sdk import statements
 from toolcalls.sdk.crypto import KeyPair, PublicKeys
-from toolcalls.sdk.errors import InvalidPublicKey
+from toolcalls.sdk.errors import ApiError, InvalidPublicKey
 from toolcalls.sdk.rest import Transport, call_api
 from toolcalls.sdk.store import LocalStore
 from toolcalls.sdk.trust import AGENT, USER, KeyPins
@@ -42,6 +43,8 @@ class RelationKeys:
     fetched_at: float
     agent_id: str = ""
     refused: tuple[str, ...] = ()  # key ids the directory lists that are not trusted
+    identity_signatures: Mapping[str, str] = dataclasses.field(default_factory=dict)  # agent key id → JWS
+    identity: Mapping[str, str] | None = None  # the agent's pinned identity (verified side: agent)
 
     def user_keys(self) -> dict[str, PublicKeys]:
         return {device.keys.key_id: device.keys for device in self.user_devices}
@@ -59,18 +62,52 @@ def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
     devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")),
                               _text(d.get("approved_by_key_id")), _text(d.get("approval")))
                     for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
-    agent_keys = tuple(keys for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None)
-    return RelationKeys(str(body["relation_id"]), devices, agent_keys, now, str(body["agent"].get("agent_id", "")))
+    listed = [(keys, k) for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None]
+    signatures = {keys.key_id: str(k["identity_signature"]) for keys, k in listed
+                  if isinstance(k.get("identity_signature"), str)}
+    return RelationKeys(str(body["relation_id"]), devices, tuple(keys for keys, _ in listed), now,
+                        str(body["agent"].get("agent_id", "")), identity_signatures=signatures)
 
 
-def _trusted(keys: RelationKeys, party: str, pins: KeyPins) -> RelationKeys:
-    if party == AGENT:
-        trusted, refused = pins.filter(keys.relation_id, AGENT, keys.agent_keys)
-        return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=tuple(refused))
-    kept, refused = pins.filter(keys.relation_id, USER, [d.keys for d in keys.user_devices])
+def _trusted_agent_keys(keys: RelationKeys, pins: KeyPins, identity: Mapping[str, str] | None) -> RelationKeys:
+    """An identified agent's runtime keys are trusted only when its pinned identity vouches
+    for them; an agent without one has its first keys pinned on first sight."""
+    def vouched(candidate: PublicKeys, trusted: Mapping[str, PublicKeys]) -> bool:
+        return identity is not None and statements.runtime_key_vouched(
+            keys.identity_signatures.get(candidate.key_id), identity_jwk=identity, agent_id=keys.agent_id,
+            key_id=candidate.key_id)
+
+    trusted, refused = pins.filter(keys.relation_id, AGENT, keys.agent_keys, vouch=vouched,
+                                   pin_first=identity is None)
+    if identity is not None:  # what the identity vouches for now, not what was pinned before it
+        trusted = [k for k in trusted if vouched(k, {})]
+    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=tuple(refused), identity=identity)
+
+
+def _trusted_devices(keys: RelationKeys, pins: KeyPins) -> RelationKeys:
+    """The user's first devices are pinned on first sight; any other is trusted when a chain
+    of device approvals leads to it from a trusted device."""
+    by_key = {d.keys.key_id: d for d in keys.user_devices}
+    if not pins.store.pinned(keys.relation_id, USER):
+        pins.store.pin(keys.relation_id, USER, [d.keys for d in keys.user_devices if d.approved_by_key_id is None])
+
+    def approved(candidate: PublicKeys, trusted: Mapping[str, PublicKeys]) -> bool:
+        device = by_key[candidate.key_id]
+        approver = trusted.get(device.approved_by_key_id or "")
+        return approver is not None and device.approval is not None and statements.device_approval_valid(
+            device.approval, approver=approver, device_id=device.device_id, key_id=candidate.key_id)
+
+    kept, refused = pins.filter(keys.relation_id, USER, [d.keys for d in keys.user_devices], vouch=approved,
+                                pin_first=False)
     ids = {k.key_id for k in kept}
     devices = tuple(d for d in keys.user_devices if d.keys.key_id in ids)
     return dataclasses.replace(keys, user_devices=devices, refused=tuple(refused))
+
+
+def root_device(keys: RelationKeys) -> DeviceKey | None:
+    """The user's first device (approved by no other), the user's half of a safety number."""
+    roots = [d for d in keys.user_devices if d.approved_by_key_id is None]
+    return roots[0] if roots else None
 
 
 def _text(value: Any) -> str | None:
@@ -103,9 +140,29 @@ class KeyDirectory:
         if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
             return cached
         body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
-        keys = _trusted(relation_keys_from(body, now=self.clock()), self.verify, self.pins)
+        listed = relation_keys_from(body, now=self.clock())
+        if self.verify == AGENT:
+            keys = _trusted_agent_keys(listed, self.pins, await self.identity(listed.relation_id, listed.agent_id))
+        else:
+            keys = _trusted_devices(listed, self.pins)
         self._cache[str(relation_id)] = keys
         return keys
+
+    async def identity(self, relation_id: str, agent_id: str) -> dict[str, str] | None:
+        """The agent's identity as pinned for this relation (pinned on first sight); raises
+        IdentityChanged when the server serves another one."""
+        return self.pins.identity(relation_id, agent_id, await self.served_identity(agent_id))
+
+    async def served_identity(self, agent_id: str) -> dict[str, Any] | None:
+        """The agent's identity JWK as the server serves it now (None: it has none)."""
+        try:
+            body = await call_api(self.transport, "GET", f"/agents/{agent_id}/identity")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        jwk = body.get("jwk") if isinstance(body, Mapping) else None
+        return dict(jwk) if isinstance(jwk, Mapping) else None
 
     def forget(self, relation_id: str | None = None) -> None:
         if relation_id is None:

@@ -4,6 +4,7 @@ created with mode 0600:
 * the **replay record** (SPEC §9.4): every ``(relation_id, call_id)`` answered, kept until
   the call's ``expires_at``, so a call replayed after a restart is refused, not run again;
 * the **pinned keys** (SPEC §9.2): the other party's keys first seen per relation;
+* the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
 * the **event cursor**: the last event id handled, so a restarted process resumes with
   ``?since=``.
 
@@ -12,6 +13,7 @@ created with mode 0600:
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -29,6 +31,8 @@ CREATE TABLE IF NOT EXISTS pinned_keys (
     relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, x25519 TEXT NOT NULL,
     ed25519 TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
 CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, last_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS pinned_identities (
+    relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
 """
 
 
@@ -80,6 +84,22 @@ class LocalStore:
         self._db.executemany(
             "INSERT OR IGNORE INTO pinned_keys (relation_id, party, key_id, x25519, ed25519) VALUES (?, ?, ?, ?, ?)",
             [(relation_id, party, k.key_id, wire.b64encode(k.x25519), wire.b64encode(k.ed25519)) for k in keys])
+
+    # --- pinned agent identities -----------------------------------------------------
+
+    def pinned_identity(self, relation_id: str) -> tuple[bool, dict[str, str] | None]:
+        """(pinned?, the identity's public JWK — None for an agent pinned as having none)."""
+        row = self._db.execute("SELECT jwk FROM pinned_identities WHERE relation_id = ?", (relation_id,)).fetchone()
+        if row is None:
+            return False, None
+        jwk = json.loads(row[0])
+        return True, (dict(jwk) if isinstance(jwk, dict) else None)
+
+    def pin_identity(self, relation_id: str, agent_id: str, jwk: dict[str, str] | None) -> None:
+        """Pin (or, once the user accepted a new safety number, re-pin) the agent's identity."""
+        self._db.execute("INSERT INTO pinned_identities (relation_id, agent_id, jwk) VALUES (?, ?, ?) "
+                         "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, jwk = excluded.jwk",
+                         (relation_id, agent_id, json.dumps(jwk)))
 
     # --- event cursor ----------------------------------------------------------------
 

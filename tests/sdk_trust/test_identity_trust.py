@@ -1,0 +1,270 @@
+"""SPEC §9.1-§9.2 end to end through the real server, with a lying transport in front of
+each SDK: an identified agent's manifest must carry its pinned identity's signature, its
+runtime keys must be vouched for by that identity, the user's devices by approvals, and
+a changed identity is refused until the user accepts the new safety number."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from nacl.public import PrivateKey
+
+from agents import identity as identity_services
+from agents import services as agent_services
+from hashee.auth import api_key_create
+from hashee.core import signing
+from relations import services as relation_services
+from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
+from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
+from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
+from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolResult, UserClient, contract, seal, statements
+from toolcalls.sdk.errors import ToolCallTimeout
+from toolcalls.sdk.rest import send_message
+from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def signed_version(alice: Any, agent_id: Any, manifest: dict[str, Any], key: dict[str, str]) -> None:
+    agent_services.agent_update(agent_id=agent_id, actor=alice, capability_manifest=manifest,
+                                capability_manifest_signature=signing.sign_manifest(manifest, key))
+
+
+class Identified:
+    """alice's agent with an identity key and a signed manifest; bob's laptop and the agent's
+    runtime each behind a lying transport."""
+
+    def __init__(self, alice: Any, bob: Any, manifest: dict[str, Any], state: Path) -> None:
+        self.alice, self.state = alice, state
+        self.agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
+        identity_services.identity_key_publish(agent_id=self.agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY))
+        self.manifest = {**copy.deepcopy(manifest), "agent_version": "1.0.1"}
+        signed_version(alice, self.agent.pk, self.manifest, ALICE_KEY)
+        self.relation_id = str(relation_services.relation_create(
+            user=bob, agent_id=self.agent.pk, granted_scopes=["filesystem:read", "notification:send"]).pk)
+        self.bob_key, self.agent_key = api_key_create(user=bob)[1], api_key_create(user=alice, agent=self.agent)[1]
+        self.user_side = LyingTransport(ApiClientTransport(self.bob_key))
+        self.agent_side = LyingTransport(ApiClientTransport(self.agent_key))
+        self.device, self.runtime_keys = KeyPair.generate(), KeyPair.generate()
+        self.approver = Approver()
+        self.ran: list[dict[str, Any]] = []
+        self.client = UserClient(transport=self.user_side, keys=self.device, device_id="laptop",
+                                 prompt=self.approver, handlers={"read_file": self.tool, "notify": self.tool},
+                                 audit=AuditLog(state / "audit.sqlite3"))
+        self.runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=self.runtime_keys,
+                                    manifest=self.manifest, identity_key=ALICE_KEY)
+        self.since = self.agent_since = 0
+
+    def tool(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.ran.append(arguments)
+        return {"ok": True}
+
+    async def setup(self) -> None:
+        await self.client.register_device()
+        await self.runtime.register_key()
+
+    async def call(self, name: str, arguments: dict[str, Any], *, timeout: float = 20) -> ToolResult:
+        task = asyncio.create_task(self.runtime.call_tool(self.relation_id, name, arguments, timeout=timeout))
+        while not task.done():
+            self.since = await self.client.poll(self.since)
+            self.agent_since = await self.runtime.poll(self.agent_since)
+            await asyncio.sleep(0.02)
+        return await task
+
+    def refusals(self) -> list[str | None]:
+        return [e.reason for e in self.client.audit.entries() if e.status in ("refused", "denied")]
+
+
+@pytest.fixture
+def world(alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> Identified:
+    return Identified(alice, bob, manifest, tmp_path)
+
+
+def test_a_signed_call_runs_and_both_sides_show_the_same_safety_number(world: Identified) -> None:
+    async def scenario() -> tuple[ToolResult, str | None]:
+        await world.setup()
+        return await world.call("read_file", {"path": "notes.txt"}), await world.runtime.safety_number(
+            world.relation_id)
+
+    result, agents_number = run(scenario)
+
+    assert result.ok and world.ran == [{"path": "notes.txt"}]
+    shown = world.approver.asked[0].safety_number
+    assert shown is not None and shown == agents_number
+    assert shown == statements.safety_number(agent_id=str(world.agent.pk),
+                                             agent_identity=signing.b64url_decode(signing.public_of(ALICE_KEY)["x"]),
+                                             user_root_device=world.device.public.ed25519)
+
+
+@pytest.mark.parametrize("rewrite", ["filesystem:read made silent", "path widened to arrays"])
+def test_a_manifest_the_server_rewrote_is_refused_though_its_hash_matches(world: Identified, rewrite: str) -> None:
+    def change(manifest: dict[str, Any]) -> None:
+        if rewrite == "filesystem:read made silent":
+            manifest["permission_scopes"][0]["sensitivity"] = "low"
+        else:
+            manifest["tools"][0]["input_schema"]["properties"]["path"] = {"type": ["string", "array"]}
+    world.user_side.lie(f"/agents/{world.agent.pk}", serve_manifest(change))
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        return await world.call("read_file", {"path": "notes.txt"})
+
+    result = run(scenario)
+
+    assert (result.status, result.reason) == ("denied", "manifest_unverified")
+    assert world.ran == [] and world.approver.asked == [] and world.refusals() == ["manifest_unverified"]
+
+
+def test_a_runtime_key_the_identity_did_not_vouch_for_gets_nothing_run(world: Identified) -> None:
+    mallory = KeyPair.generate()
+    forged_vouch = statements.sign_runtime_key(MALLORY_KEY, agent_id=str(world.agent.pk), key_id=mallory.key_id)
+    world.user_side.lie("/keys", add_agent_key({**mallory.public.as_api(), "key_id": mallory.key_id,
+                                                "identity_kid": signing.jwk_thumbprint(MALLORY_KEY),
+                                                "identity_signature": forged_vouch}))
+
+    async def scenario() -> None:
+        await world.setup()
+        now_ms = int(time.time() * 1000)
+        call = {"subtype": "tool_call", "call_id": "call_forged", "tool_name": "read_file",
+                "arguments": {"path": "/etc/passwd"}, "permission_scope": "filesystem:read", "timeout_ms": 5000,
+                "manifest_version": 2, "manifest_hash": world.runtime.manifest.hash,
+                "reply_key": b64encode(bytes(PrivateKey.generate().public_key)), "expires_at": now_ms + 30_000}
+        sealed = seal(call, sender=mallory, recipients=[Recipient.of(world.device.public)],
+                      relation_id=world.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
+        await send_message(ApiClientTransport(world.agent_key), relation_id=world.relation_id,
+                           msg_subtype="artifact_tool_call", payload=sealed)
+        world.since = await world.client.poll(world.since)
+
+    run(scenario)
+
+    assert world.ran == [] and world.refusals() == ["untrusted_sender"]
+
+
+def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> None:
+    async def scenario() -> ToolResult:
+        await world.setup()
+        assert (await world.call("notify", {"title": "hi"})).ok  # the identity is pinned
+        world.user_side.lie(f"/agents/{world.agent.pk}/identity",
+                            lambda body: {**body, "jwk": signing.public_of(MALLORY_KEY)})
+        world.client.keydir.forget()
+        world.client._invalidate(world.relation_id)
+        return await world.call("read_file", {"path": "/etc/passwd"}, timeout=2)
+
+    with pytest.raises(ToolCallTimeout):  # nothing is answered to an agent that is not believed
+        run(scenario)
+
+    assert world.ran == [{"title": "hi"}] and world.approver.asked == []
+    assert world.refusals() == ["identity_changed"]
+
+
+def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_again(world: Identified) -> None:
+    async def scenario() -> tuple[str | None, str | None, ToolResult]:
+        await world.setup()
+        assert (await world.call("notify", {"title": "hi"})).ok
+        before = (await world.client.relation(world.relation_id)).safety_number
+        await rotate(world)
+        pending = await world.client.pending_safety_number(world.relation_id)
+        accepted = await world.client.accept_identity(world.relation_id)
+        assert accepted == pending
+        return before, pending, await world.call("notify", {"title": "again"})
+
+    before, pending, result = run(scenario)
+
+    assert result.ok and pending is not None and pending != before
+    assert world.ran == [{"title": "hi"}, {"title": "again"}]
+
+
+async def rotate(world: Identified) -> None:
+    """alice rotates the identity (signed by the old key), re-signs the manifest and the runtime key."""
+    def owner_side() -> None:
+        identity_services.identity_key_publish(agent_id=world.agent.pk, actor=world.alice,
+                                               jwk=signing.public_of(NEW_KEY), rotation=rotation(ALICE_KEY, NEW_KEY))
+        world.manifest = {**world.manifest, "agent_version": "1.0.2"}
+        signed_version(world.alice, world.agent.pk, world.manifest, NEW_KEY)
+
+    await database_sync_to_async(owner_side)()
+    world.runtime.identity_key = dict(NEW_KEY)
+    world.runtime.manifest = contract.compile_manifest(world.manifest)
+    await world.runtime.published_version(refresh=True)
+    await world.runtime.register_key()
+
+
+def test_the_agent_seals_to_no_device_the_server_slipped_in(world: Identified) -> None:
+    mallory, phone = KeyPair.generate(), KeyPair.generate()
+    forged = {"device_id": "tablet", **mallory.public.as_api(), "key_id": mallory.key_id,
+              "approved_by_key_id": world.device.key_id,
+              "approval": statements.approve_device(mallory, device_id="tablet", key_id=mallory.key_id)}
+    root_again = {"device_id": "evil", **KeyPair.generate().public.as_api(), "approved_by_key_id": None,
+                  "approval": None}
+    sealed_to: list[set[str]] = []
+
+    async def scenario() -> None:
+        await world.setup()
+        await world.client.keydir.register_device("phone", phone.public, approver=world.device)
+        assert (await world.call("notify", {"title": "first"})).ok  # pins the laptop (and the approved phone)
+        world.agent_side.lie("/keys", add_device(forged))
+        world.agent_side.lie("/keys", add_device(root_again))
+        world.runtime.keydir.forget()
+        original = world.runtime.transport.request
+
+        async def spy(method: str, path: str, **kwargs: Any) -> Any:
+            if method == "POST" and path.endswith("/messages"):
+                sealed_to.append({c["recipient_key_id"] for c in kwargs["json"]["payload"]["copies"]})
+            return await original(method, path, **kwargs)
+
+        world.runtime.transport.request = spy  # type: ignore[method-assign]
+        assert (await world.call("notify", {"title": "second"})).ok
+
+    run(scenario)
+
+    assert sealed_to == [{world.device.key_id, phone.key_id}]
+
+
+def test_a_stolen_runtime_key_cannot_widen_the_manifest_the_user_consented_to(world: Identified) -> None:
+    # The server and a thief of the runtime key together: the server serves a widened manifest
+    # (hash recomputed) and the thief signs a call under it. Only the identity's signature,
+    # which neither holds, is missing.
+    def widen(manifest: dict[str, Any]) -> None:
+        manifest["tools"][0]["input_schema"]["properties"]["path"] = {"type": ["string", "array"]}
+    widened = copy.deepcopy(world.manifest)
+    widen(widened)
+    world.user_side.lie(f"/agents/{world.agent.pk}", serve_manifest(widen))
+    # and says bob consented to it, so that neither the hash nor the acknowledged hash gives it away
+    world.user_side.lie(f"/h2a/relations/{world.relation_id}",
+                        lambda body: {**body, "acknowledged_manifest_hash": contract.compile_manifest(widened).hash})
+
+    async def scenario() -> None:
+        await world.setup()
+        now_ms = int(time.time() * 1000)
+        call = {"subtype": "tool_call", "call_id": "call_widened", "tool_name": "read_file",
+                "arguments": {"path": ["/etc/passwd", "/etc/shadow"]}, "permission_scope": "filesystem:read",
+                "timeout_ms": 5000, "manifest_version": 2, "manifest_hash": contract.compile_manifest(widened).hash,
+                "reply_key": b64encode(bytes(PrivateKey.generate().public_key)), "expires_at": now_ms + 30_000}
+        sealed = seal(call, sender=world.runtime_keys, recipients=[Recipient.of(world.device.public)],
+                      relation_id=world.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
+        await send_message(ApiClientTransport(world.agent_key), relation_id=world.relation_id,
+                           msg_subtype="artifact_tool_call", payload=sealed)
+        world.since = await world.client.poll(world.since)
+
+    run(scenario)
+
+    assert world.ran == [] and world.approver.asked == [] and world.refusals() == ["manifest_unverified"]
+
+
+def test_an_acknowledged_hash_that_is_not_the_acknowledged_versions_is_refused(world: Identified) -> None:
+    world.user_side.lie(f"/h2a/relations/{world.relation_id}",
+                        lambda body: {**body, "acknowledged_manifest_hash": "0" * 64})
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        return await world.call("notify", {"title": "hi"})
+
+    result = run(scenario)
+
+    assert (result.status, result.reason) == ("denied", "manifest_unverified") and world.ran == []
