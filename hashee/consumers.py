@@ -10,16 +10,15 @@ import asyncio
 import json
 import logging
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
-from django.http.request import validate_host
 
 from hashee import events
 from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from hashee.hub import EventHub, get_hub
+from hashee.origins import origin_allowed
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 1000
@@ -30,14 +29,6 @@ CLOSE_FORBIDDEN = 4403
 def _query(scope: dict[str, Any]) -> dict[str, str]:
     raw = scope.get("query_string", b"").decode("latin-1")
     return {k: v[-1] for k, v in parse_qs(raw).items()}
-
-
-def _origin_allowed(scope: dict[str, Any]) -> bool:
-    origin = dict(scope.get("headers", [])).get(b"origin")
-    if origin is None:
-        return False
-    host = urlsplit(origin.decode("latin-1")).hostname or ""
-    return validate_host(host, settings.ALLOWED_HOSTS)
 
 
 def _token_principal(token: str) -> Any:
@@ -91,7 +82,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
             principal = await database_sync_to_async(_token_principal)(token)
         else:
             user = self.scope.get("user")
-            principal = user if user is not None and user.is_authenticated and _origin_allowed(self.scope) else None
+            principal = user if user is not None and user.is_authenticated and origin_allowed(self.scope) else None
         if principal is None or isinstance(principal, AgentPrincipal) != self.wants_agent:
             return None
         return principal
