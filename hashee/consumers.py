@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 OUTBOX_FRAMES = 256
 OUTBOX_BYTES = 256 * 1024
 FRAME_ESTIMATE_FLOOR = 256  # bytes: what a page expects of a frame, at least
+PONG = json.dumps({"type": "pong"})
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -71,6 +72,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         self.ended = False
         self.last_queued = 0
         self.frame_estimate = FRAME_ESTIMATE_FLOOR
+        self.pongs_owed = 0
         self.outbox = Outbox(max_frames=OUTBOX_FRAMES, max_bytes=OUTBOX_BYTES)
         self.tasks: list[asyncio.Task[None]] = []
         hub = get_hub()
@@ -137,6 +139,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         raise NotImplementedError
 
     async def _start(self, since: int | None, start: int) -> None:
+        if since is not None:
+            assert self.hub is not None
+            await self.hub.caught_up()
         if since is not None and since < await database_sync_to_async(events.purged_through)():
             latest = await database_sync_to_async(events.latest_event_id)()
             self.outbox.put(json.dumps(events.resync_frame(latest)))
@@ -168,6 +173,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
             upto = self.hub.last_id
             if self.last_queued >= upto:
                 self.live = True  # no await since reading the hub's position: nothing missed
+                for _ in range(self.pongs_owed):
+                    self.outbox.put(PONG)
+                self.pongs_owed = 0
                 return
             await self._read_page(upto)
 
@@ -228,7 +236,14 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         if self.ended:
             return
         if text_data and text_data.strip() in ('{"type":"ping"}', '{"type": "ping"}', "ping"):
-            await self.send(text_data=json.dumps({"type": "pong"}))
+            # Answered after every frame queued before it, once caught up: a client that
+            # sees the pong has had the replay and is live.
+            if self.live and self.outbox.fits(len(PONG)):
+                self.outbox.put(PONG)
+            else:  # a client that pings without reading is owed a bounded number of pongs
+                self.pongs_owed = min(self.pongs_owed + 1, OUTBOX_FRAMES)
+                if self.live:
+                    self._catch_up()
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "outbox"):

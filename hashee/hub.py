@@ -70,6 +70,7 @@ class EventHub:
         self.recent_closes: deque[tuple[int, dict[str, Any]]] = deque(maxlen=RECENT_CLOSES)
         self._wake = asyncio.Event()
         self._held: dict[int, dict[str, Any]] = {}  # carried records past a gap, by id
+        self._catch_up_waiters: list[asyncio.Future[None]] = []
         self._gap_timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.Future[None] | None = None
@@ -149,12 +150,26 @@ class EventHub:
             self._wake.clear()
             if self._subscribed_at and time.monotonic() - self._subscribed_at > RESUBSCRIBE_SECONDS:
                 await self._subscribe()
+            waiters, self._catch_up_waiters = self._catch_up_waiters, []
             try:
                 await self.drain()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the database is away: try again at the next poll
                 logger.warning("event hub could not read the log", exc_info=True)
+            finally:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+
+    async def caught_up(self) -> None:
+        """Until the hub has read the log as it is now (one read shared by every caller
+        meanwhile): a replay reads the log only as far as its hub has dispatched, and a
+        doorbell may be late or lost."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._catch_up_waiters.append(waiter)
+        self._wake.set()
+        await waiter
 
     async def drain(self) -> None:
         while True:
