@@ -166,7 +166,17 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
             self.tasks.append(asyncio.create_task(self._page(), name="pager"))
 
     async def _page(self) -> None:
-        """Read from the log until caught up with the hub, then go live."""
+        """Read from the log until caught up with the hub, then go live. If the log cannot
+        be read, the socket closes (1011): the client resumes with ``?since=``."""
+        try:
+            await self._page_until_live()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("socket could not read the event log; closing it", exc_info=True)
+            self.end(1011, "the event log could not be read; reconnect with ?since=")
+
+    async def _page_until_live(self) -> None:
         assert self.hub is not None
         while not self.ended:
             await self.outbox.wait_for_room()
