@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.identity import SignatureCheck, manifest_signature_check
 from agents.models import Agent, ManifestVersion
+from hashee.access import sockets_close
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
 from hashee.errors import HasheeError
@@ -312,9 +313,13 @@ def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, ver
 
 
 def agent_set_status(*, agent: Agent, status: str) -> Agent:
-    """Operators' registry state: enabled | paused | deprecated."""
+    """Operators' registry state: enabled | paused | deprecated. Pausing closes the
+    agent's sockets (4403) on every process."""
     if status not in Agent.Status.values:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
-    Agent.objects.filter(pk=agent.pk).update(status=status)
+    with transaction.atomic():
+        Agent.objects.filter(pk=agent.pk).update(status=status)
+        if status == Agent.Status.PAUSED:  # its runtimes' sockets close (hashee.access)
+            sockets_close(reason="agent_paused", value=str(agent.pk))
     agent.status = status
     return agent

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -58,9 +58,17 @@ def api_key_create(*, user: Any, agent: Agent | None = None, name: str = "") -> 
 
 
 def api_key_revoke(*, key: ApiKey) -> None:
-    if key.revoked_at is None:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
+    """Revoke a key; the sockets it opened close (hashee.access), on every process."""
+    from agents.models import ApiKey
+    from hashee.access import sockets_close
+
+    if key.revoked_at is not None:
+        return
+    now = timezone.now()
+    with transaction.atomic():
+        if ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now):
+            sockets_close(reason="credential_revoked", value=key.pk)
+    key.revoked_at = now
 
 
 def api_key_lookup(secret: str) -> ApiKey | None:

@@ -22,8 +22,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import Model, Q, QuerySet
+from django.db.models import Model, Q, QuerySet, TextField
 from django.db.models.fields import AutoFieldMixin
+from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
 from hashee.models import Event, EventLogState
@@ -31,6 +32,8 @@ from hashee.models import Event, EventLogState
 logger = logging.getLogger(__name__)
 
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
+# A record for the hubs, addressed to nobody (hashee.access): sockets that must close.
+SOCKETS_CLOSE = "sockets.close"
 
 
 def _insert_parts(instance: Model, *, computed: dict[str, str] | None = None) -> tuple[str, str, list[Any]]:
@@ -199,6 +202,8 @@ def event_record(event: Event, *, with_text: bool = True) -> dict[str, Any]:
     relation = event.data.get("relation") if isinstance(event.data, dict) else None
     if isinstance(relation, dict) and "agent_id" in relation:
         record["relation_agent_id"] = str(relation["agent_id"])
+    if event.type == SOCKETS_CLOSE:
+        record["control"] = event.data
     if with_text:
         record["text"] = json.dumps(frame(event), separators=(",", ":"))
     return record
@@ -361,6 +366,18 @@ def events_for_owner(*, user: Any, since: int, windows: Iterable[tuple[Any, int,
 
 def events_for_agent(*, agent: Any, since: int) -> QuerySet[Event]:
     return Event.objects.filter(agent=agent, id__gt=since).order_by("id")
+
+
+def frame_sizes(events: QuerySet[Event], *, limit: int) -> list[tuple[int, int]]:
+    """(id, size of its data as JSON text) of the first ``limit`` of ``events``: what a
+    page may hold is chosen before any payload is loaded."""
+    size = Length(Cast("data", output_field=TextField()))
+    return list(events.annotate(size=size).values_list("id", "size")[:limit])
+
+
+def frames_of(ids: list[int]) -> list[tuple[int, str]]:
+    """(id, frame as JSON text) of these events, in id order (purged ones are skipped)."""
+    return [(e.id, json.dumps(frame(e), separators=(",", ":"))) for e in Event.objects.filter(id__in=ids).order_by("id")]
 
 
 def events_purge(*, older_than_days: int | None = None) -> int:

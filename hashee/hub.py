@@ -15,14 +15,16 @@ import asyncio
 import logging
 import time
 import weakref
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from hashee.events import doorbell_group, event_record, latest_event_id
+from hashee.access import SocketAccess, close_code
+from hashee.events import SOCKETS_CLOSE, doorbell_group, event_record, latest_event_id
 from hashee.models import Event
 
 logger = logging.getLogger(__name__)
@@ -36,11 +38,17 @@ RESUBSCRIBE_SECONDS = 3600.0
 GAP_GRACE_SECONDS = 0.05
 # Records held past a gap, at most (beyond that they are dropped: the log has them).
 HELD_MAX = 5000
+# sockets.close records remembered for sockets that authenticated just before one was
+# dispatched and attach just after it (hashee.access).
+RECENT_CLOSES = 1000
 
 
 class Subscriber(Protocol):
+    access: SocketAccess
+
     def offer(self, event_id: int, text: str) -> None: ...
-    def relation_changed(self, agent_id: str, live: bool) -> None: ...
+    def relation_changed(self, agent_id: str, live: bool, event_id: int) -> None: ...
+    def end(self, code: int, reason: str) -> None: ...
 
 
 def _fetch(after: int) -> list[dict[str, Any]]:
@@ -58,8 +66,11 @@ class EventHub:
         self.users: dict[int, set[Subscriber]] = defaultdict(set)
         self.agents: dict[str, set[Subscriber]] = defaultdict(set)
         self.audiences: dict[str, set[Subscriber]] = defaultdict(set)
+        self.principals: dict[Hashable, set[Subscriber]] = defaultdict(set)  # every socket, by principal
+        self.recent_closes: deque[tuple[int, dict[str, Any]]] = deque(maxlen=RECENT_CLOSES)
         self._wake = asyncio.Event()
         self._held: dict[int, dict[str, Any]] = {}  # carried records past a gap, by id
+        self._catch_up_waiters: list[asyncio.Future[None]] = []
         self._gap_timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started: asyncio.Future[None] | None = None
@@ -139,12 +150,26 @@ class EventHub:
             self._wake.clear()
             if self._subscribed_at and time.monotonic() - self._subscribed_at > RESUBSCRIBE_SECONDS:
                 await self._subscribe()
+            waiters, self._catch_up_waiters = self._catch_up_waiters, []
             try:
                 await self.drain()
             except asyncio.CancelledError:
                 raise
             except Exception:  # the database is away: try again at the next poll
                 logger.warning("event hub could not read the log", exc_info=True)
+            finally:
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+
+    async def caught_up(self) -> None:
+        """Until the hub has read the log as it is now (one read shared by every caller
+        meanwhile): a replay reads the log only as far as its hub has dispatched, and a
+        doorbell may be late or lost."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._catch_up_waiters.append(waiter)
+        self._wake.set()
+        await waiter
 
     async def drain(self) -> None:
         while True:
@@ -198,6 +223,10 @@ class EventHub:
             self._gap_timer = None
 
     def dispatch(self, record: dict[str, Any]) -> None:
+        if record["type"] == SOCKETS_CLOSE:
+            self.recent_closes.append((record["id"], record["control"]))
+            self._close_matching(record["control"], [s for members in self.principals.values() for s in members])
+            return
         text = record["text"]
         targets: set[Subscriber] = set()
         if record["user_id"] is not None:
@@ -211,7 +240,27 @@ class EventHub:
         if record["user_id"] is not None and record["type"] in ("h2a.relation_created", "h2a.relation_revoked"):
             live = record["type"] == "h2a.relation_created"
             for subscriber in list(self.users.get(record["user_id"], ())):
-                subscriber.relation_changed(record["relation_agent_id"], live)
+                subscriber.relation_changed(record["relation_agent_id"], live, record["id"])
+
+    def attach(self, subscriber: Subscriber, *, principal: Hashable, limit: int, seen: int) -> bool:
+        """Count a new socket against its principal's ``limit`` (False: over it) and close
+        it at once if access it stands on ended after ``seen`` (the hub's position before
+        it authenticated), in a record dispatched before it attached."""
+        members = self.principals[principal]
+        if len(members) >= limit:
+            if not members:
+                del self.principals[principal]
+            return False
+        members.add(subscriber)
+        for _, control in [c for c in self.recent_closes if c[0] > seen]:
+            self._close_matching(control, [subscriber])
+        return True
+
+    def _close_matching(self, control: dict[str, Any], subscribers: list[Subscriber]) -> None:
+        for subscriber in subscribers:
+            code = close_code(control, subscriber.access)
+            if code is not None:
+                subscriber.end(code, control["reason"])
 
     def join_audience(self, subscriber: Subscriber, agent_id: str) -> None:
         self.audiences[agent_id].add(subscriber)
@@ -224,7 +273,7 @@ class EventHub:
                 del self.audiences[agent_id]
 
     def unregister(self, subscriber: Subscriber) -> None:
-        indexes: tuple[dict[Any, set[Subscriber]], ...] = (self.users, self.agents, self.audiences)
+        indexes: tuple[dict[Any, set[Subscriber]], ...] = (self.users, self.agents, self.audiences, self.principals)
         for index in indexes:
             for key in [k for k, members in index.items() if subscriber in members]:
                 index[key].discard(subscriber)

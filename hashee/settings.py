@@ -209,6 +209,8 @@ HASHEE_MESSAGE_RETENTION_DAYS = int(os.environ.get("HASHEE_MESSAGE_RETENTION_DAY
 HASHEE_ADMIN_ESTIMATED_COUNT_FROM = int(os.environ.get("HASHEE_ADMIN_ESTIMATED_COUNT_FROM", "100000"))
 # Each process also re-reads the log this often, in case a doorbell was lost.
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
+# Sockets one user (or one agent) may hold open on each worker; more are closed with 4429.
+HASHEE_MAX_SOCKETS_PER_PRINCIPAL = int(os.environ.get("HASHEE_MAX_SOCKETS_PER_PRINCIPAL", "32"))
 
 LOGGING = {
     "version": 1,

@@ -12,6 +12,7 @@ import asyncio
 import copy
 import json
 import os
+import socket
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -20,8 +21,13 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.typing import Origin
 
+from agents import services as agent_services
+from agents.models import Agent, ApiKey
 from deploy.local import Deployment
 from relations import services as relation_services
 
@@ -32,6 +38,7 @@ DELIVERY_TIMEOUT = 8  # well under the workers' 60 s poll: only the doorbell can
 QUIET = 1.5  # how long "nothing else arrives" is watched
 IDLE_SOCKETS = 4
 IDLE = 12  # longer than redis-py 8's default 5 s socket timeout, twice
+STALLED_MESSAGES = 40  # of 200 KB: 8 MB, more than both ends' socket buffers
 REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
 
 
@@ -267,3 +274,118 @@ def test_the_workers_logs_never_show_a_sockets_token(deployment: Deployment, wor
     logs = "".join(path.read_text() for path in sorted(deployment.log_dir.glob("worker-*.log")))
     assert world["bob_key"] not in logs
     assert "/ws/events?token=[redacted]" in logs  # the line is still there, without the secret
+
+
+async def closed_with(socket: ClientConnection) -> tuple[int, list[str]]:
+    """The close code the worker sent, and the types of the frames before it."""
+    before = []
+    try:
+        while True:
+            before.append(json.loads(await asyncio.wait_for(socket.recv(), timeout=DELIVERY_TIMEOUT))["type"])
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None, "closed without a close frame"
+        return closed.rcvd.code, before
+
+
+async def refused(url: str) -> bool:
+    try:
+        socket = await open_socket(url)
+    except InvalidStatus as refusal:
+        return bool(refusal.response.status_code == 403)
+    await socket.close()
+    return False
+
+
+def test_revoking_a_key_on_worker_a_closes_its_socket_on_worker_b_with_4401(
+        deployment: Deployment, world: dict[str, Any], bob: User) -> None:
+    relation = relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=[])
+    key_id = ApiKey.objects.get(agent_id=world["agent_id"]).pk
+    http_a, (_, ws_b) = deployment.urls[0], deployment.ws_urls
+    url = f"{ws_b}/ws/agent?token={world['agent_key']}"
+
+    async def scenario() -> None:
+        runtime = await open_socket(url)
+        assert await ready(runtime) == []
+        async with httpx.AsyncClient(base_url=http_a, timeout=10) as http:
+            response = await http.delete(f"/agents/{world['agent_id']}/credentials/{key_id}",
+                                         headers=bearer(world["alice_key"]))
+            assert response.status_code == 200, response.text
+            said = await http.post(f"/h2a/relations/{relation.pk}/messages", headers=bearer(world["bob_key"]),
+                                   json={"msg_subtype": "text", "content_type": "text/plain", "payload": "secret"})
+            assert said.status_code == 201, said.text
+        assert await closed_with(runtime) == (4401, [])
+        assert await refused(url)
+
+    run(scenario)
+
+
+def test_deactivating_bob_closes_his_token_and_session_sockets_on_both_workers(
+        deployment: Deployment, world: dict[str, Any], bob: User) -> None:
+    relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=[])
+    browser = Client()
+    browser.force_login(bob)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
+    http_b, (ws_a, ws_b) = deployment.urls[1], deployment.ws_urls
+
+    async def scenario() -> None:
+        by_token = await open_socket(f"{ws_a}/ws/events?token={world['bob_key']}")
+        by_session = await connect(f"{ws_b}/ws/events", open_timeout=10, close_timeout=2, ping_interval=None,
+                                   origin=Origin(http_b), additional_headers={"Cookie": cookie})
+        for each in (by_token, by_session):
+            assert await ready(each) == []
+        bob.is_active = False
+        await asyncio.to_thread(bob.save)  # as the admin's user form does, from another process
+        assert await closed_with(by_token) == (4401, [])
+        assert await closed_with(by_session) == (4401, [])
+        assert await refused(f"{ws_b}/ws/events?token={world['bob_key']}")
+
+    run(scenario)
+
+
+def test_pausing_the_agent_closes_its_runtime_sockets_on_both_workers_with_4403(
+        deployment: Deployment, world: dict[str, Any]) -> None:
+    agent = Agent.objects.get(pk=world["agent_id"])
+    urls = [f"{ws}/ws/agent?token={world['agent_key']}" for ws in deployment.ws_urls]
+
+    async def scenario() -> None:
+        runtimes = [await open_socket(url) for url in urls]
+        for runtime in runtimes:
+            assert await ready(runtime) == []
+        await asyncio.to_thread(agent_services.agent_set_status, agent=agent, status="paused")
+        for runtime in runtimes:
+            assert await closed_with(runtime) == (4403, [])
+        assert await refused(urls[0])
+
+    run(scenario)
+
+
+def test_a_client_that_stops_reading_then_reads_gets_every_message_once_in_order(
+        deployment: Deployment, world: dict[str, Any], bob: User) -> None:
+    """Its worker holds only a bounded outbox for it: what does not fit is read from the
+    log again once the client reads (the frames are far more than the socket buffers)."""
+    relation = relation_services.relation_create(user=bob, agent_id=world["agent_id"], granted_scopes=[])
+    http_a, (_, ws_b) = deployment.urls[0], deployment.ws_urls
+    payloads = [f"{i:03d}" + "z" * 200_000 for i in range(STALLED_MESSAGES)]
+
+    async def scenario() -> None:
+        small = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        small.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        small.connect((urlsplit(ws_b).hostname, urlsplit(ws_b).port))
+        client = await connect(f"{ws_b}/ws/events?token={world['bob_key']}", sock=small, open_timeout=10,
+                               close_timeout=2, ping_interval=None, max_queue=1, max_size=None)
+        try:
+            assert await ready(client) == []
+            async with httpx.AsyncClient(base_url=http_a, timeout=30) as http:
+                for payload in payloads:  # bob reads nothing meanwhile
+                    said = await http.post(f"/h2a/relations/{relation.pk}/messages", headers=bearer(world["agent_key"]),
+                                           json={"msg_subtype": "text", "content_type": "text/plain",
+                                                 "payload": payload})
+                    assert said.status_code == 201, said.text
+            frames = [await next_frame(client) for _ in payloads]
+            assert [f["data"]["message"]["payload"] for f in frames] == payloads
+            assert [f["id"] for f in frames] == sorted({f["id"] for f in frames})
+            await nothing_more(client)
+        finally:
+            await client.close()
+
+    run(scenario)

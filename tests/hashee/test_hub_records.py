@@ -10,17 +10,22 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hashee import hub as hub_module
+from hashee.access import SocketAccess
 from hashee.hub import EventHub
 
 
 class Socket:
     def __init__(self) -> None:
         self.got: list[int] = []
+        self.access = SocketAccess(user_id=7)
 
     def offer(self, event_id: int, text: str) -> None:
         self.got.append(event_id)
 
-    def relation_changed(self, agent_id: str, live: bool) -> None:
+    def relation_changed(self, agent_id: str, live: bool, event_id: int) -> None:
+        pass
+
+    def end(self, code: int, reason: str) -> None:
         pass
 
 

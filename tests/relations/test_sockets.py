@@ -160,12 +160,13 @@ def _session_cookie(user: User) -> bytes:
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 
-def test_session_sockets_need_an_allowed_origin(world: dict[str, Any], bob: User) -> None:
+def test_session_sockets_need_the_sites_own_origin(world: dict[str, Any], bob: User) -> None:
     cookie = _session_cookie(bob)
 
     async def scenario() -> None:
-        for origin, allowed in ((None, False), (b"https://evil.example", False), (b"http://localhost:8000", True)):
-            headers = [(b"cookie", cookie)] + ([(b"origin", origin)] if origin else [])
+        for origin, allowed in ((None, False), (b"https://evil.example", False), (b"http://localhost:31337", False),
+                                (b"https://localhost:8000", False), (b"http://localhost:8000", True)):
+            headers = [(b"cookie", cookie), (b"host", b"localhost:8000")] + ([(b"origin", origin)] if origin else [])
             communicator = WebsocketCommunicator(application, "/ws/events", headers=headers)
             connected, _ = await communicator.connect(timeout=10)
             assert connected is allowed, origin

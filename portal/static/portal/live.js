@@ -155,9 +155,10 @@
       if (typeof frame.id === "number") last = Math.max(last, frame.id);
       handle(frame);
     };
-    socket.onclose = () => {
+    socket.onclose = (event) => {
       clearInterval(ping);
       setLive(false);
+      if (event.code === 4401) return;  // the session ended (logged out, deactivated): reconnecting is refused
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 15000);
     };
