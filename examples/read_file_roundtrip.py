@@ -26,9 +26,9 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,6 +45,7 @@ from toolcalls.sdk import (  # noqa: E402 - after the path is set, as a script
 from toolcalls.sdk.rest import Transport, call_api  # noqa: E402
 
 SCOPE = "filesystem:read"
+AGENT_NAME = "FileReader (example)"
 MAX_READ_BYTES = 65536
 MANIFEST: dict[str, Any] = {
     "schema_version": "1.0", "agent_version": "1.0.0",
@@ -97,10 +98,22 @@ async def ensure_agent(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         await reader.aclose()
         return str(args.agent_id), dict(agent["capability_manifest"])
     owner = HttpxTransport(args.url, args.owner_key)
-    agent = await call_api(owner, "POST", "/agents", json={"name": f"FileReader {uuid.uuid4().hex[:6]}",
-                                                           "capability_manifest": MANIFEST})
-    await owner.aclose()
-    print(f"created agent {agent['agent_id']}")
+    try:
+        return await find_or_create_agent(owner)
+    finally:
+        await owner.aclose()
+
+
+async def find_or_create_agent(owner: Transport) -> tuple[str, dict[str, Any]]:
+    """The owner's agent named AGENT_NAME, created on the first run only: a second run
+    reuses it instead of adding another agent to the owner's list."""
+    page = await call_api(owner, "GET", "/agents?" + urlencode({"owner": "me", "q": AGENT_NAME, "page_size": 100}))
+    mine = [a for a in page["results"] if a["name"] == AGENT_NAME]
+    if mine:
+        print(f"reusing agent {mine[0]['agent_id']} ({AGENT_NAME})")
+        return str(mine[0]["agent_id"]), dict(mine[0]["capability_manifest"] or MANIFEST)
+    agent = await call_api(owner, "POST", "/agents", json={"name": AGENT_NAME, "capability_manifest": MANIFEST})
+    print(f"created agent {agent['agent_id']} ({AGENT_NAME})")
     return str(agent["agent_id"]), MANIFEST
 
 

@@ -17,10 +17,10 @@ SHOWN = 8
 
 @dataclass
 class ActivityItem:
-    id: int
+    id: int | str
     kind: str  # good | warn | info
     text: str
-    at: datetime
+    at: datetime | None  # None: a standing state, not an event (a pause)
 
 
 def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
@@ -29,10 +29,13 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
     user = relation.get("user", "")
     granted = len(relation.get("granted_scopes", []))
     if event_type == "h2a.relation_created":
-        return "good", ngettext("%(user)s connected and granted %(n)s scope",
-                                "%(user)s connected and granted %(n)s scopes", granted) % {"user": user, "n": granted}
+        return "good", _granted_text(_("%(user)s connected and granted no scope"), ngettext(
+            "%(user)s connected and granted %(n)s scope", "%(user)s connected and granted %(n)s scopes", granted),
+            user, granted)
     if event_type == "h2a.relation_updated":
-        return "good", _("%(user)s reviewed the permissions (%(n)s granted)") % {"user": user, "n": granted}
+        return "good", _granted_text(_("%(user)s reviewed the permissions and granted no scope"), ngettext(
+            "%(user)s reviewed the permissions and granted %(n)s scope",
+            "%(user)s reviewed the permissions and granted %(n)s scopes", granted), user, granted)
     if event_type == "h2a.relation_revoked":
         return "info", _("%(user)s disconnected") % {"user": user}
     if event_type == "h2a.reauth_required":
@@ -45,8 +48,19 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _granted_text(none: str, some: str, user: str, granted: int) -> str:
+    """One wording for both events: "granted 2 scopes", and "granted no scope" for none."""
+    return (some if granted else none) % {"user": user, "n": granted}
+
+
 def recent(*, agent: Agent) -> list[ActivityItem]:
+    """The latest events, under a standing line while the agent is paused (a pause is a
+    state read from the agent, so it shows on load and on every live refresh)."""
     items = []
+    if agent.status == Agent.Status.PAUSED:
+        items.append(ActivityItem(id="paused", kind="warn", at=None, text=_(
+            "Paused by the platform's operators: it is hidden from discovery, and its users "
+            "see it as paused; it cannot send tool calls until it is enabled again.")))
     events = Event.objects.filter(agent=agent).exclude(type="message.new").order_by("-id")[:SHOWN]
     for event in events:
         described = describe(event.type, event.data)

@@ -21,6 +21,7 @@ from portal import queries
 from portal.common import error_messages, not_found
 from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
+from portal.reconsent import can_now, other_breaking, scope_headlines
 from relations import services as relation_services
 
 DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
@@ -31,9 +32,10 @@ def discover(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     page = Paginator(agent_selectors.agent_discover(user=request.user, params={"q": query}),
                      DISCOVER_PAGE_SIZE).get_page(request.GET.get("page"))
-    cards = [{"agent": a, "scopes": scope_views(a.capability_manifest)} for a in page.object_list]
-    return render(request, "portal/discover.html", {
-        "cards": cards, "page": page, "q": query, "connected": queries.live_relation_ids(user=request.user)})
+    mine = queries.connections_by_agent(user=request.user)
+    cards = [{"agent": a, "scopes": scope_views(a.capability_manifest), "mine": mine.get(a.pk)}
+             for a in page.object_list]
+    return render(request, "portal/discover.html", {"cards": cards, "page": page, "q": query})
 
 
 @login_required
@@ -47,7 +49,7 @@ def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
     if existing is not None:
         return redirect("portal:connection", relation_id=existing)
     views = scope_views(agent.capability_manifest)
-    form = ConsentForm(request.POST or None, scope_ids=[v.id for v in views])
+    form = ConsentForm(request.POST if request.method == "POST" else None, scope_ids=[v.id for v in views])
     if request.method == "POST" and form.is_valid():
         try:
             relation = relation_services.relation_create(user=request.user, agent_id=agent.pk,
@@ -55,13 +57,21 @@ def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
         except HasheeError as exc:
             messages.error(request, " ".join([exc.message, *error_messages(exc.details)]))
         else:
-            messages.success(request, _("You are connected to %(name)s.") % {"name": agent.name})
+            _connected_message(request, agent, granted=bool(form.cleaned_data["granted_scopes"]) or not views)
             return redirect("portal:connection", relation_id=relation.pk)
     chosen = set(form.data.getlist("granted_scopes")) if form.is_bound else set()
     for view in views:
         view.checked = view.id in chosen
     return render(request, "portal/consent.html", {"agent": agent, "groups": group_by_sensitivity(views),
                                                    "accepting": agent.status == Agent.Status.ENABLED})
+
+
+def _connected_message(request: HttpRequest, agent: Agent, *, granted: bool) -> None:
+    if granted:
+        messages.success(request, _("You are connected to %(name)s.") % {"name": agent.name})
+    else:  # allowed, as Android allows an app every permission denied — but said
+        messages.warning(request, _("You are connected to %(name)s, but you allowed no permission: it can do "
+                                    "nothing on your device until you allow one here.") % {"name": agent.name})
 
 
 @login_required
@@ -77,17 +87,19 @@ def connection_detail(request: HttpRequest, relation_id: Any) -> HttpResponse:
         return not_found(request)
     relation, agent = found.relation, found.relation.agent
     views = scope_views(agent.capability_manifest)
-    form = ConsentForm(request.POST or None, scope_ids=[v.id for v in views])
+    form = ConsentForm(request.POST if request.method == "POST" else None, scope_ids=[v.id for v in views])
     if request.method == "POST" and form.is_valid() and relation.is_live:
         done = _reconsent(request, found, form.cleaned_data["granted_scopes"])
         if done is not None:
             return done
     changes = _changes_since_consent(found)
-    _mark(views, found, changes)
+    asked = can_now(changes, agent.capability_manifest)
+    _mark(views, found, scope_headlines(asked))
+    rows = change_rows(changes)
     return render(request, "portal/connection.html", {
-        "connection": found, "agent": agent, "groups": group_by_sensitivity(views),
-        "rows": [r for r in change_rows(changes) if r["breaking"]],
-        "minor": [r for r in change_rows(changes) if not r["breaking"]]})
+        "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
+        "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
+        "minor": [r for r in rows if not r["breaking"]]})
 
 
 def _reconsent(request: HttpRequest, found: queries.Connection, scopes: list[str]) -> HttpResponse | None:
@@ -114,16 +126,12 @@ def _changes_since_consent(found: queries.Connection) -> list[dict[str, Any]]:
     return diff_manifests(old.manifest if old else None, agent.capability_manifest).changes
 
 
-def _mark(views: list[Any], found: queries.Connection, changes: list[dict[str, Any]]) -> None:
+def _mark(views: list[Any], found: queries.Connection, headlines: dict[str, str]) -> None:
     """Tick what is granted now; flag what changed since the last consent, and why."""
-    reasons: dict[str, list[str]] = {}
-    for row in change_rows(changes):
-        if row["breaking"] and row["scope"]:
-            reasons.setdefault(row["scope"], []).append(row["rule_text"])
     for view in views:
         view.checked = view.id in found.state.granted_scopes
         view.changed = view.id in found.state.pending_scopes
-        view.reasons = reasons.get(view.id, [])
+        view.reasons = [headlines[view.id]] if view.id in headlines else []
 
 
 @require_POST

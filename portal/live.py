@@ -5,11 +5,15 @@ the same templates the page used, so the socket and the page never disagree.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from agents.models import Agent
+from agents.selectors import agent_get_visible
+from hashee.errors import HasheeError
 from hashee.webhook_models import WebhookDelivery
 from portal import queries
 from portal.common import agent_owner_view, not_found
@@ -46,4 +50,27 @@ def user_region(request: HttpRequest, region: str) -> HttpResponse:
     attention = [c for c in found if c.needs_reconsent and c.relation.is_live]
     html = render_to_string(f"portal/live/{region}.html", {"connections": found, "attention": attention},
                             request=request)
+    return JsonResponse({"html": html, "poll": False})
+
+
+@login_required
+def connection_region(request: HttpRequest, relation_id: Any) -> HttpResponse:
+    """A connection page's head: its status and versions, current while the page is open."""
+    found = queries.connection(user=request.user, relation_id=relation_id)
+    if found is None:
+        return not_found(request)
+    html = render_to_string("portal/live/connection_head.html", {"connection": found, "agent": found.relation.agent},
+                            request=request)
+    return JsonResponse({"html": html, "poll": False})
+
+
+@login_required
+def discover_card_region(request: HttpRequest, agent_id: Any) -> HttpResponse:
+    """A discovery card's foot: connect, or the user's connection and whether it needs review."""
+    try:
+        agent = agent_get_visible(agent_id=agent_id, user=request.user)
+    except HasheeError:
+        return not_found(request)
+    html = render_to_string("portal/live/card_foot.html", {
+        "agent": agent, "mine": queries.connections_by_agent(user=request.user).get(agent.pk)}, request=request)
     return JsonResponse({"html": html, "poll": False})

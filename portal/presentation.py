@@ -31,6 +31,7 @@ SENSITIVITY_TEXT: dict[str, tuple[Any, Any]] = {
     "medium": (_("Medium"), _("Asks you the first time, then remembers your answer for 24 hours.")),
     "low": (_("Low"), _("Never interrupts you.")),
 }
+AGENT_STATUS_TEXT: dict[str, Any] = {"enabled": _("Enabled"), "paused": _("Paused"), "deprecated": _("Deprecated")}
 LEVELS_DESCENDING = ("high", "medium", "low")
 
 RULE_TEXT: dict[str, Any] = {

@@ -16,6 +16,7 @@ from hashee.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES, valida
 from hashee.core.strictjson import MalformedJSON, loads_strict
 from hashee.errors import HasheeError
 from portal import queries
+from portal.problems import localized
 
 
 @dataclass
@@ -70,10 +71,10 @@ def manifest_preview(*, text: str, agent: Agent | None, actor: Any, base_version
         manifest = parse_manifest(text)
     except MalformedJSON as exc:
         return Preview(syntax_error=exc.message,
-                       errors=[{"path": "", "code": "MALFORMED_JSON", "message": exc.message}])
+                       errors=localized([{"path": "", "code": "MALFORMED_JSON", "message": exc.message}]))
     result = validate_manifest(manifest)
-    preview = Preview(manifest=manifest, errors=[e.as_dict() for e in result.errors],
-                      warnings=[w.as_dict() for w in result.warnings], size_bytes=result.size_bytes,
+    preview = Preview(manifest=manifest, errors=localized([e.as_dict() for e in result.errors]),
+                      warnings=localized([w.as_dict() for w in result.warnings]), size_bytes=result.size_bytes,
                       hash=result.hash, version=(agent.capability_manifest_version + 1) if agent else 1)
     if preview.errors or agent is None:
         return preview

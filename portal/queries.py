@@ -115,6 +115,13 @@ def connection(*, user: Any, relation_id: Any) -> Connection | None:
     return Connection(relation=relation, state=relation_states([relation])[relation.pk])
 
 
+def connections_by_agent(*, user: Any) -> dict[Any, Connection]:
+    """agent id → the user's live connection to it, with its state (for discovery cards)."""
+    relations = list(Relation.objects.filter(user=user, revoked_at__isnull=True).select_related("agent"))
+    states = relation_states(relations)
+    return {r.agent_id: Connection(relation=r, state=states[r.pk]) for r in relations}
+
+
 def live_relation_ids(*, user: Any) -> dict[Any, Any]:
     """agent id → the user's live relation id, for "connected" badges."""
     return dict(Relation.objects.filter(user=user, revoked_at__isnull=True).values_list("agent_id", "pk"))

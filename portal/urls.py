@@ -9,7 +9,8 @@ from portal import consent, devices, integrations, live, views
 app_name = "portal"
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
+    path("", views.home, name="home"),
+    path("agents/", views.dashboard, name="dashboard"),
     path("login/", auth_views.LoginView.as_view(template_name="portal/login.html", redirect_authenticated_user=True),
          name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="portal:login"), name="logout"),
@@ -37,8 +38,10 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/live/<slug:region>", live.agent_region, name="agent-live"),
     path("discover/", consent.discover, name="discover"),
     path("discover/<uuid:agent_id>/", consent.connect, name="connect"),
+    path("discover/<uuid:agent_id>/live", live.discover_card_region, name="discover-card-live"),
     path("connections/", consent.connections, name="connections"),
     path("connections/live/<slug:region>", live.user_region, name="connections-live"),
     path("connections/<uuid:relation_id>/", consent.connection_detail, name="connection"),
+    path("connections/<uuid:relation_id>/live", live.connection_region, name="connection-live"),
     path("connections/<uuid:relation_id>/revoke", consent.connection_revoke, name="connection-revoke"),
 ]

@@ -35,6 +35,15 @@ STARTER_MANIFEST = starter_manifest()
 
 
 @login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Where a person lands (after login too): their agents if they publish any, else the
+    agents they use — a user who publishes nothing never starts on "publish your first"."""
+    if Agent.objects.filter(owner=request.user).exists():
+        return redirect("portal:dashboard")
+    return redirect("portal:connections")
+
+
+@login_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     attention = [c for c in queries.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
     return render(request, "portal/dashboard.html", {"rows": queries.owner_rows(user=request.user),

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
 from hashee import webhooks
 from hashee.events import latest_event_id
-from portal.presentation import SENSITIVITY_TEXT, pointer_breaks, size_text
+from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, pointer_breaks, size_text
+from portal.problems import problem_message
 
 register = template.Library()
 
@@ -68,6 +72,28 @@ def size(value: int | None) -> str:
 
 
 @register.filter
+def ago(value: datetime | None) -> str:
+    """"just now" under a minute (timesince alone says "0 minutes"), else "5 minutes ago"."""
+    if value is None:
+        return ""
+    if timezone.now() - value < timedelta(minutes=1):
+        return _("just now")
+    return _("%(t)s ago") % {"t": timesince(value)}
+
+
+@register.filter
+def problem_text(issue: dict[str, str]) -> str:
+    """A stored validation problem's message in the page's language."""
+    return problem_message(issue.get("code", ""), issue.get("message", ""))
+
+
+@register.filter
+def status_label(status: str) -> str:
+    """An agent's registry status in the page's language (the model's labels are English)."""
+    return str(AGENT_STATUS_TEXT.get(status, status))
+
+
+@register.filter
 def sensitivity_label(level: str) -> str:
     return str(SENSITIVITY_TEXT.get(level, (level, ""))[0])
 
@@ -101,4 +127,21 @@ def portal_js_strings() -> dict[str, Any]:
         "reauth": _("Version %(v)s is breaking: re-consent required"),
         "size_warning": _("Manifest size warning for version %(v)s"),
         "reauth_user": _("An agent you use changed what it asks for. Please review."),
+        "line_column": _("line %(n)s, column %(c)s"), "json": json_syntax_texts(),
+        "json_expected": {
+            "name": _("a property name in double quotes"), "colon": _("':' after the property name"),
+            "comma_brace": _("',' or '}'"), "comma_bracket": _("',' or ']'")},
+    }
+
+
+def json_syntax_texts() -> dict[str, str]:
+    """The editor's JSON syntax errors (portal/static/portal/jsonlocate.js codes)."""
+    return {
+        "unterminated_string": _("Unterminated string"), "invalid_escape": _("Invalid escape in a string"),
+        "unexpected_end": _("Unexpected end of the text"),
+        "unexpected_character": _("Unexpected character %(char)s"), "too_deep": _("Nested too deeply"),
+        "trailing_comma_object": _("Trailing comma before }"), "trailing_comma_array": _("Trailing comma before ]"),
+        "duplicate_key": _("Duplicate key %(key)s"), "expected": _("Expected %(what)s"),
+        "end_expected": _("Unexpected end of the text; expected %(what)s"),
+        "text_after": _("Unexpected text after the JSON document"),
     }

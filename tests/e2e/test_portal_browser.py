@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, expect, sync_playwright
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
 from tests.changes import breaking
@@ -315,7 +315,7 @@ def test_a_user_consents_then_reconsents_after_a_breaking_change(server: LiveSer
     changed_scope = page.locator(".consent-item.is-changed")
     expect(changed_scope).to_have_count(1)
     expect(changed_scope).to_have_attribute("data-scope", "filesystem:read")
-    expect(changed_scope.locator(".reason")).to_contain_text(["Scope made more sensitive"])
+    expect(changed_scope.locator(".reason")).to_contain_text(["More sensitive"])
     expect(page.locator("input[value='filesystem:read']")).not_to_be_checked()  # withheld until consent
     expect(page.locator("[data-stale-notice]")).to_be_hidden()  # the page shows the current version
     # The "Changed" badge sits beside the scope's name, as wide as its word.
@@ -397,6 +397,17 @@ def test_the_portal_speaks_simplified_chinese_and_can_switch(server: LiveServer,
     expect(page.locator("[data-scope='notification:send'] [data-scope-label]")).to_have_text("发送系统通知")
     expect(page.locator(".mainnav")).to_contain_text("发现")
     shoot(page, "13-consent-zh-hans")
+    contexts[-1].clear_cookies()
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/{agent_id}/manifest/")
+    expect(page.locator(".agent-title .badge")).to_have_text("已启用")  # the status badge too
+    invalid = copy.deepcopy(DEMO_MANIFEST)
+    invalid["tools"][0]["name"] = "Read File"
+    page.fill("textarea[name=capability_manifest]", manifest_text(invalid))
+    expect(page.locator(".problem p").first).to_have_text(re.compile(r"^工具名 'Read File' 必须匹配"))  # the validator
+    page.fill("textarea[name=capability_manifest]", '{\n  "a": 1,\n}')
+    expect(page.locator(".problem p")).to_have_text("} 之前有多余的逗号 (第 3 行\uff0c第 1 列)")  # the JSON syntax
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
     page.select_option("select[name=language]", "en")
     expect(page.locator("[data-scope='filesystem:read'] [data-scope-label]")).to_have_text("Read local files")
 
@@ -446,7 +457,13 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
         assert width <= 390, f"{where} is {width}px wide on a 390px screen"
 
     log_in(page, server, "bob")
-    fits("the agent list")
+    expect(page.locator("h1")).to_have_text("Connections")  # bob publishes nothing: he starts where his agents are
+    fits("the connections")
+    nav = page.locator(".mainnav")
+    for link in nav.locator("a").all():  # every section in sight: the navigation wraps, none is cut off
+        box, bar = link.bounding_box(), nav.bounding_box()
+        assert box and bar and box["x"] >= 0 and box["x"] + box["width"] <= min(390, bar["x"] + bar["width"]), \
+            link.inner_text()
     page.click(".mainnav >> text=Discover")  # the sections stay reachable on a phone
     expect(page.locator(f"[data-agent-card='{agent_id}']")).to_be_visible()
     fits("discovery")
@@ -476,6 +493,14 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
 
     contexts[-1].clear_cookies()
     log_in(page, server, "alice")
+    row = page.locator(f"[data-agent-row='{agent_id}']")
+    row.scroll_into_view_if_needed()  # earlier tests gave alice more agents: scrolling down is fine, sideways not
+    for field in ("users", "pending"):  # the dashboard's counts are in sight without scrolling sideways
+        box = row.locator(f"[data-field={field}]").bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, field
+    expect(row.locator("[data-field=users]")).to_be_in_viewport()
+    fits("the agent list")
+    shoot(page, "21-my-agents-phone")
     for tab in ("", "manifest/", "versions/", "keys/", "webhook/", "settings/"):
         page.goto(f"{server.url}/portal/agents/{agent_id}/{tab}")
         fits(f"the agent's {tab or 'overview'} page")
@@ -493,3 +518,170 @@ def test_the_api_docs_render_without_the_internet(server: LiveServer, browser: B
     page.goto(f"{server.url}/api/docs/")
     expect(page.locator(".opblock-summary-path", has_text="/agents/{agent_id}/manifest/diff")).to_be_visible()
     assert outside == []
+
+
+def with_clipboard(manifest: dict[str, Any]) -> dict[str, Any]:
+    """breaking(), and a new scope with its tool: the agent can now read the clipboard."""
+    changed = breaking(manifest)
+    changed["permission_scopes"].append({"id": "clipboard:read", "label_i18n_key": "agent.scope.clipboard.label",
+                                         "sensitivity": "medium"})
+    changed["tools"].append({"name": "paste", "description_i18n_key": "agent.cap.paste.description",
+                             "description_fallback": "Paste what you copied",
+                             "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
+                             "permission_scope": "clipboard:read"})
+    return changed
+
+
+def test_the_reconsent_page_says_what_the_agent_can_now_do_in_the_users_language(
+        server: LiveServer, browser: Browser, contexts: list[BrowserContext]) -> None:
+    agent_id = publish(server, unique("Clip"), copy.deepcopy(DEMO_MANIFEST))
+    with server.api(server.bob_key) as api:
+        created = api.post("/h2a/relations", json={"agent_id": agent_id,
+                                                   "granted_scopes": ["filesystem:read", "notification:send"]})
+    assert created.status_code == 201, created.text
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": with_clipboard(DEMO_MANIFEST)}).is_success
+    relation = f"{server.url}/portal/connections/{created.json()['relation_id']}/"
+
+    page = new_page(browser, contexts)
+    log_in(page, server, "bob")
+    page.goto(relation)
+    shoot(page, "16-reconsent-plain-en")
+    summary = page.locator("[data-can-now]")
+    # One entry a permission, said as what the agent can now do, with its sensitivity.
+    expect(summary.locator("[data-can-now-scope]")).to_have_count(2)
+    added = summary.locator("[data-can-now-scope='clipboard:read']")
+    expect(added).to_contain_text("Read the clipboard")
+    expect(added).to_contain_text("New permission")
+    expect(added).to_contain_text("Medium sensitivity")
+    expect(added).to_contain_text("Paste what you copied")
+    raised = summary.locator("[data-can-now-scope='filesystem:read']")
+    expect(raised).to_contain_text("Read local files")
+    expect(raised).to_contain_text("High sensitivity")
+    expect(raised).to_contain_text("was medium")
+    # The developer's view (pointers, JSON, the rejected example) waits behind a disclosure.
+    reconsent = page.locator("[data-reconsent]")
+    for technical in ("label_i18n_key", "/tools/", "No longer accepted", '{"'):
+        assert technical not in reconsent.inner_text(), technical
+    details = reconsent.locator("details[data-technical]")
+    details.locator("summary").click()
+    expect(details.locator("tr.row-breaking").first).to_be_visible()
+    expect(details).to_contain_text("No longer accepted")
+
+    page.select_option("select[name=language]", "zh-hans")
+    expect(added).to_contain_text("读取剪贴板")
+    expect(added).to_contain_text("新权限")
+    expect(added).to_contain_text("中敏感度")
+    expect(raised).to_contain_text("读取本地文件")
+    expect(raised).to_contain_text("高敏感度")
+    shoot(page, "17-reconsent-plain-zh-hans")
+
+
+def pause(server: LiveServer, agent_id: str) -> None:
+    """What an operator's admin action does."""
+    server.manage("shell", "-c", "from agents.models import Agent; from agents.services import agent_set_status; "
+                  f"agent_set_status(agent=Agent.objects.get(pk='{agent_id}'), status='paused')")
+
+
+def overlaps(a: FloatRect | None, b: FloatRect | None) -> bool:
+    assert a and b
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_an_open_connection_page_follows_a_breaking_change_and_a_pause_shows(
+        server: LiveServer, browser: Browser, contexts: list[BrowserContext]) -> None:
+    name = unique("Follow")
+    agent_id = publish(server, name, copy.deepcopy(DEMO_MANIFEST))
+    page = new_page(browser, contexts)
+    log_in(page, server, "bob")
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
+    page.check("input[value='notification:send']")
+    page.click("[data-allow]")
+    expect(page.locator("[data-connection-status]")).to_have_text("Active")
+    page.locator("[data-allow]").scroll_into_view_if_needed()  # reading at the Save button
+    wait_live(page)
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+    # The page's own head follows (live, no reload), and says so where the reader is.
+    expect(page.locator("[data-connection-status]")).to_have_text("Review needed")
+    expect(page.locator("[data-versions]")).to_contain_text("the current one is v2")
+    notice = page.locator("[data-stale-notice]")
+    expect(notice).to_be_in_viewport()
+    allow = page.locator("[data-allow]")
+    assert not overlaps(notice.bounding_box(), allow.bounding_box())
+    for toast in page.locator(".toast").all():  # nothing covers the button
+        assert not overlaps(toast.bounding_box(), allow.bounding_box())
+    shoot(page, "18-connection-changed-while-open")
+
+    page.goto(f"{server.url}/portal/discover/?q={name.split()[1]}")
+    card = page.locator(f"[data-agent-card='{agent_id}']")
+    expect(card.locator("[data-card-status]")).to_have_text("Review needed")
+
+    pause(server, agent_id)
+    page.goto(f"{server.url}/portal/connections/")
+    connection = page.locator(".connection-card", has_text=name)
+    expect(connection.locator("[data-paused-badge]")).to_have_text("Paused")
+    expect(connection.locator("[data-connection-status]")).to_have_text("Review needed")
+    expect(connection.locator("[data-paused-note]")).to_contain_text("Paused by the platform's operators")
+    shoot(page, "19-connections-paused")
+
+    owner = new_page(browser, contexts)
+    log_in(owner, server, "alice")
+    owner.goto(f"{server.url}/portal/agents/{agent_id}/")
+    expect(owner.locator(".activity li").first).to_contain_text("Paused by the platform's operators")
+    expect(owner.locator(".agent-title .badge")).to_have_text("Paused")
+
+
+def test_error_labels_sit_after_their_text_and_a_paste_shows_the_first_error(
+        server: LiveServer, browser: Browser, contexts: list[BrowserContext]) -> None:
+    page = new_page(browser, contexts)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/new/")
+    manifest = copy.deepcopy(DEMO_MANIFEST)
+    manifest["tools"][0]["name"] = "Read File"
+    del manifest["tools"][0]["description_fallback"]  # moved onto the name's line, to make it long
+    text = manifest_text(manifest).replace(
+        '"name": "Read File",', '"name": "Read File", "description_fallback": "Reads.",')
+    text += "\n" * 40  # long enough that a paste leaves the caret far below the error
+    assert json.loads(text)["tools"][0]["name"] == "Read File"
+    bad_line = line_of(text, '"Read File"')
+    page.evaluate("(text) => navigator.clipboard.writeText(text)", text)
+    editor = page.locator("textarea[name=capability_manifest]")
+    editor.fill("")
+    editor.focus()
+    page.keyboard.press("Control+V")
+    label = page.locator(f".mark[data-line='{bad_line}'] .mark-msg")
+    expect(label).to_contain_text("must match")
+    # After the paste the editor shows its first error, not the end of what was pasted.
+    expect(label).to_be_in_viewport()
+    # The label starts after the line's last character: it covers none of it.
+    text_end = page.evaluate("""([line]) => {
+        const area = document.querySelector("textarea[name=capability_manifest]");
+        const ctx = document.createElement("canvas").getContext("2d");
+        ctx.font = getComputedStyle(area).font;
+        const box = area.getBoundingClientRect();
+        return box.left + parseFloat(getComputedStyle(area).paddingLeft) + ctx.measureText(line).width - area.scrollLeft;
+    }""", [text.splitlines()[bad_line - 1]])
+    box = label.bounding_box()
+    assert box and box["x"] >= text_end, (box, text_end)
+    shoot(page, "20-editor-label-after-long-line")
+
+
+def test_a_long_diff_reads_in_the_page_without_an_inner_scroll(server: LiveServer, browser: Browser,
+                                                                contexts: list[BrowserContext]) -> None:
+    manifest = copy.deepcopy(DEMO_MANIFEST)
+    agent_id = publish(server, unique("Long"), manifest)
+    grown = copy.deepcopy(manifest)
+    for n in range(8):
+        grown["tools"].append({**copy.deepcopy(manifest["tools"][1]), "name": f"notify_{n}"})
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": grown}).is_success
+    page = new_page(browser, contexts)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/{agent_id}/diff/?from=1&to=2")
+    expect(page.locator(".ld-add").first).to_be_visible()
+    assert page.locator(".ld-add").count() > 60
+    heights = page.locator(".linediff").evaluate("e => [e.scrollHeight, e.clientHeight]")
+    assert heights[0] <= heights[1], f"the diff scrolls inside its card: {heights}"

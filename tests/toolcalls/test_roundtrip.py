@@ -296,6 +296,21 @@ def test_the_example_reads_a_file_through_a_live_server(live_server_env: tuple[s
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "Allow? [y/N] y" in completed.stdout and "permission filesystem:read (medium)" in completed.stdout
-    assert re.search(r"\[bob's device\] FileReader \w{6} wants to read_file \(Read a file you choose from this "
+    assert re.search(r"\[bob's device\] FileReader \(example\) wants to read_file \(Read a file you choose from this "
                      r"device\)", completed.stdout), completed.stdout  # named as bob consented to it
     assert completed.stdout.rstrip().endswith("hello from bob's disk")
+
+
+def test_a_second_run_of_the_example_reuses_its_agent(live_server_env: tuple[str, dict[str, str]],
+                                                      tmp_path: Path) -> None:
+    url, env = live_server_env
+    notes = tmp_path / "notes.txt"
+    notes.write_text("twice\n", encoding="utf-8")
+    command = [sys.executable, "examples/read_file_roundtrip.py", "--url", url, "--yes",
+               "--state-dir", str(tmp_path / "state"), str(notes)]
+    runs = [subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120) for _ in range(2)]
+
+    assert [run.returncode for run in runs] == [0, 0], runs[-1].stdout + runs[-1].stderr
+    created = re.search(r"created agent ([0-9a-f-]{36})", runs[0].stdout)
+    assert created, runs[0].stdout
+    assert f"reusing agent {created.group(1)}" in runs[1].stdout  # alice's list gains no second FileReader

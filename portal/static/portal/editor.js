@@ -26,12 +26,16 @@
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
   const LINE = 20;
   const PAD = 10;
+  const PAD_X = 14;  // the textarea's left padding
+  const LABEL_GAP = 16;  // between a line's last character and its error label
   const DEBOUNCE_MS = 300;
 
   let seq = 0;
   let timer = null;
   let flagged = new Map();
   let lineCount = 0;
+  let revealFirstError = false;  // set by a paste: show where its first error is
+  const measure = document.createElement("canvas").getContext("2d");
 
   const gutterInner = document.createElement("div");
   const marksInner = document.createElement("div");
@@ -55,12 +59,20 @@
     lineCount = lines;
   }
 
+  function textWidth(text) {
+    measure.font = getComputedStyle(textarea).font;
+    return measure.measureText(text.replace(/\t/g, "  ")).width;
+  }
+
   function renderMarks() {
+    const lines = textarea.value.split("\n");
     const parts = [];
     flagged.forEach((flag, line) => {
       const extra = flag.messages.length > 1 ? " (+" + (flag.messages.length - 1) + ")" : "";
+      const left = Math.ceil(PAD_X + textWidth(lines[line - 1] || "") + LABEL_GAP);
       parts.push('<div class="mark' + (flag.kind === "error" ? "" : " warn") + '" data-line="' + line + '" style="top:' +
-                 (PAD + (line - 1) * LINE) + 'px"><span class="mark-msg">' + escapeHtml(flag.messages[0] + extra) + "</span></div>");
+                 (PAD + (line - 1) * LINE) + "px;--msg-left:" + left + 'px"><span class="mark-msg">' +
+                 escapeHtml(flag.messages[0] + extra) + "</span></div>");
     });
     marksInner.innerHTML = parts.join("");
   }
@@ -69,6 +81,21 @@
     const y = "translateY(" + -textarea.scrollTop + "px)";
     gutterInner.style.transform = y;
     marksInner.style.transform = y;
+    marks.style.setProperty("--scroll-x", textarea.scrollLeft + "px");
+  }
+
+  function revealFirst(problems) {
+    if (!revealFirstError) return;
+    revealFirstError = false;
+    const lines = problems.filter((p) => p.kind === "error").map((p) => p.line);
+    if (!lines.length) return;
+    const line = Math.min.apply(null, lines);
+    const top = PAD + (line - 1) * LINE;
+    if (top < textarea.scrollTop || top + LINE > textarea.scrollTop + textarea.clientHeight) {
+      textarea.scrollTop = Math.max(0, (line - 6) * LINE);
+    }
+    textarea.scrollLeft = 0;
+    syncScroll();
   }
 
   function setStatus(state, text) {
@@ -136,6 +163,15 @@
     renderMarks();
     syncScroll();
     renderProblems(problems);
+    revealFirst(problems);
+  }
+
+  function syntaxMessage(error) {
+    // In the page's language: jsonlocate gives a code and its arguments beside its English text.
+    const args = Object.assign({}, error.args);
+    if (args.what) args.what = T.json_expected[args.what] || args.what;
+    const text = T.json[error.code] ? fmt(T.json[error.code], args) : error.message;
+    return text + " (" + fmt(T.line_column, { n: error.line, c: error.column }) + ")";
   }
 
   function syntaxLine(message, fallback) {
@@ -179,8 +215,7 @@
     const located = window.HasheeJSON.locate(text);
     if (!located.ok) {
       const e = located.error;
-      show([{ kind: "error", path: "", code: "MALFORMED_JSON", line: e.line,
-              message: e.message + " (" + fmt(T.line, { n: e.line }) + ", col " + e.column + ")" }]);
+      show([{ kind: "error", path: "", code: "MALFORMED_JSON", line: e.line, message: syntaxMessage(e) }]);
       setStatus("error", T.syntax);
       setSize(null);
       previewEl.innerHTML = "";
@@ -211,7 +246,8 @@
     timer = setTimeout(check, DEBOUNCE_MS);
   }
 
-  textarea.addEventListener("input", () => {
+  textarea.addEventListener("input", (event) => {
+    if (/^insertFrom(Paste|Drop)/.test(event.inputType || "")) revealFirstError = true;
     if (textarea.value.split("\n").length !== lineCount) renderGutter();
     syncScroll();
     schedule();

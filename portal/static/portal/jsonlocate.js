@@ -9,13 +9,32 @@
 
   const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
   const MAX_DEPTH = 512;
+  // Each syntax error has a code (the page translates it) and this English text.
+  const MESSAGES = {
+    unterminated_string: "Unterminated string", invalid_escape: "Invalid escape in a string",
+    unexpected_end: "Unexpected end of the text", unexpected_character: "Unexpected character %(char)s",
+    too_deep: "Nested too deeply", trailing_comma_object: "Trailing comma before }",
+    trailing_comma_array: "Trailing comma before ]", duplicate_key: "Duplicate key %(key)s",
+    expected: "Expected %(what)s", end_expected: "Unexpected end of the text; expected %(what)s",
+    text_after: "Unexpected text after the JSON document",
+  };
+  const EXPECTED = {
+    name: "a property name in double quotes", colon: "':' after the property name",
+    comma_brace: "',' or '}'", comma_bracket: "',' or ']'",
+  };
 
   function escapeToken(key) {
     return key.replace(/~/g, "~0").replace(/\//g, "~1");
   }
 
-  function Problem(message, offset) {
-    this.message = message;
+  function format(text, args) {
+    return text.replace(/%\((\w+)\)s/g, (_, key) => String(args[key]));
+  }
+
+  function Problem(code, args, offset) {
+    this.code = code;
+    this.args = args;
+    this.message = format(MESSAGES[code], args.what ? Object.assign({}, args, { what: EXPECTED[args.what] }) : args);
     this.offset = offset;
   }
 
@@ -39,9 +58,9 @@
 
   function parse(text, positions) {
     let i = 0;
-    const fail = (message) => { throw new Problem(message, Math.min(i, text.length)); };
+    const fail = (code, args) => { throw new Problem(code, args || {}, Math.min(i, text.length)); };
     const ws = () => { while (i < text.length && " \t\n\r".indexOf(text[i]) >= 0) i++; };
-    const expect = (what) => (i >= text.length ? "Unexpected end of the text; expected " + what : "Expected " + what);
+    const expect = (what) => fail(i >= text.length ? "end_expected" : "expected", { what: what });
 
     function string() {
       const start = i;
@@ -49,15 +68,15 @@
       while (i < text.length) {
         const c = text[i];
         if (c === "\\") { i += 2; continue; }
-        if (c === "\n") fail("Unterminated string");
+        if (c === "\n") fail("unterminated_string");
         if (c === '"') {
           i++;
-          try { return JSON.parse(text.slice(start, i)); } catch (err) { i = start; fail("Invalid escape in a string"); }
+          try { return JSON.parse(text.slice(start, i)); } catch (err) { i = start; fail("invalid_escape"); }
         }
         i++;
       }
       i = start;
-      return fail("Unterminated string");
+      return fail("unterminated_string");
     }
 
     function literal() {
@@ -67,12 +86,13 @@
       NUMBER.lastIndex = i;
       const match = NUMBER.exec(text);
       if (match && match[0].length && match[0] !== "-") { i += match[0].length; return; }
-      fail(i >= text.length ? "Unexpected end of the text" : "Unexpected character " + JSON.stringify(text[i]));
+      if (i >= text.length) fail("unexpected_end");
+      fail("unexpected_character", { char: JSON.stringify(text[i]) });
     }
 
     function value(pointer, depth) {
       ws();
-      if (depth > MAX_DEPTH) fail("Nested too deeply");
+      if (depth > MAX_DEPTH) fail("too_deep");
       if (!positions.has(pointer)) positions.set(pointer, i);
       const c = text[i];
       if (c === "{") return object(pointer, depth);
@@ -88,21 +108,22 @@
       const seen = new Set();
       for (;;) {
         ws();
-        if (text[i] !== '"') fail(text[i] === "}" ? "Trailing comma before }" : expect("a property name in double quotes"));
+        if (text[i] === "}") fail("trailing_comma_object");
+        if (text[i] !== '"') expect("name");
         const at = i;
         const key = string();
-        if (seen.has(key)) { i = at; fail("Duplicate key " + JSON.stringify(key)); }
+        if (seen.has(key)) { i = at; fail("duplicate_key", { key: JSON.stringify(key) }); }
         seen.add(key);
         const child = pointer + "/" + escapeToken(key);
         positions.set(child, at);
         ws();
-        if (text[i] !== ":") fail(expect("':' after the property name"));
+        if (text[i] !== ":") expect("colon");
         i++;
         value(child, depth + 1);
         ws();
         if (text[i] === ",") { i++; continue; }
         if (text[i] === "}") { i++; return; }
-        fail(expect("',' or '}'"));
+        expect("comma_brace");
       }
     }
 
@@ -112,18 +133,18 @@
       if (text[i] === "]") { i++; return; }
       for (let index = 0; ; index++) {
         ws();
-        if (text[i] === "]") fail("Trailing comma before ]");
+        if (text[i] === "]") fail("trailing_comma_array");
         value(pointer + "/" + index, depth + 1);
         ws();
         if (text[i] === ",") { i++; continue; }
         if (text[i] === "]") { i++; return; }
-        fail(expect("',' or ']'"));
+        expect("comma_bracket");
       }
     }
 
     value("", 0);
     ws();
-    if (i < text.length) fail("Unexpected text after the JSON document");
+    if (i < text.length) fail("text_after");
   }
 
   /** Parse ``text``; returns {ok, lineOf(pointer), lines} or {ok: false, error: {message, line, column}}. */
@@ -136,7 +157,8 @@
       if (!(err instanceof Problem)) throw err;
       const line = lineAt(starts, err.offset);
       return { ok: false, lines: starts.length,
-               error: { message: err.message, line: line, column: err.offset - starts[line - 1] + 1 } };
+               error: { message: err.message, code: err.code, args: err.args, line: line,
+                        column: err.offset - starts[line - 1] + 1 } };
     }
     return {
       ok: true,

@@ -135,7 +135,10 @@
     refreshFor(agent);
     const watcher = agent && document.querySelector('[data-watch-agent="' + agent + '"]');
     const notice = document.querySelector("[data-stale-notice]");
-    if (watcher && notice && /^(h2a\.reauth_required|agent\.manifest_updated)$/.test(frame.type)) notice.hidden = false;
+    if (watcher && notice && /^(h2a\.reauth_required|agent\.manifest_updated)$/.test(frame.type)) {
+      notice.hidden = false;  // the page says it itself, in sight: no toast over its buttons too
+      return;
+    }
     announce(frame);
   }
 
