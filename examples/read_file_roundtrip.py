@@ -1,11 +1,14 @@
 """A real ``read_file`` round trip through a running Hashee server, end to end encrypted.
 
-One script plays both sides: an agent runtime (``hak_`` key) calls ``read_file`` on bob's
-device under the agent's published manifest; bob's client (``hsk_`` key) verifies the
-call (its envelope, expiry, replay record, the manifest's hash and the version bob
-consented to), asks on this terminal (the scope ``filesystem:read`` is medium: asked once
-per session), reads the file and answers to the call's one-time reply key; the agent
-prints what it got. The server only ever carries ciphertext.
+One script plays both sides. As the agent's owner it keeps an identity key (SPEC §9.1) and
+publishes the manifest signed with it; the agent runtime (``hak_`` key) publishes its key
+vouched for by that identity and calls ``read_file`` on bob's device. Bob's client
+(``hsk_`` key) verifies the call — its envelope, expiry and replay record, the runtime
+key against the agent's pinned identity, the manifest's signature and hash and the
+version bob consented to — asks on this terminal with the relation's safety number (the
+scope ``filesystem:read`` is medium: asked once per session), reads the file and answers
+to the call's one-time reply key; the agent prints what it got and the safety number it
+sees, which must be the same. The server only ever carries ciphertext.
 
     .venv/bin/python examples/read_file_roundtrip.py --url http://127.0.0.1:8000 \\
         --owner-key hsk_… --user-key hsk_… README.md          # creates the agent, its key, the relation
@@ -33,8 +36,10 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from toolcalls.sdk import (  # noqa: E402 - after the path is set, as a script
+from hashee.core import signing  # noqa: E402 - after the path is set, as a script
+from toolcalls.sdk import (  # noqa: E402
     AgentRuntime,
+    ApiError,
     AuditLog,
     HttpxTransport,
     KeyPair,
@@ -90,18 +95,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # --- bootstrap through the REST API ----------------------------------------------------
 
 
-async def ensure_agent(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """(agent_id, its manifest): the given agent, or a new one created with the owner's key."""
+async def ensure_agent(args: argparse.Namespace) -> tuple[str, dict[str, Any], dict[str, str] | None]:
+    """(agent_id, its manifest, the identity key when we are its owner): the given agent, or
+    the owner's (created, then given an identity and a signed manifest)."""
     if args.agent_id:
         reader = HttpxTransport(args.url, args.user_key)
         agent = await call_api(reader, "GET", f"/agents/{args.agent_id}")
         await reader.aclose()
-        return str(args.agent_id), dict(agent["capability_manifest"])
+        return str(args.agent_id), dict(agent["capability_manifest"]), None
     owner = HttpxTransport(args.url, args.owner_key)
     try:
-        return await find_or_create_agent(owner)
+        agent_id, manifest = await find_or_create_agent(owner)
+        identity = identity_key(args.state_dir)
+        return agent_id, await ensure_signed(owner, agent_id, manifest, identity), identity
     finally:
         await owner.aclose()
+
+
+async def ensure_signed(owner: Transport, agent_id: str, manifest: dict[str, Any],
+                        identity: dict[str, str]) -> dict[str, Any]:
+    """Publish our identity key for the agent and its manifest signed with it (SPEC §9.1)."""
+    kid = signing.jwk_thumbprint(identity)
+    try:
+        current = (await call_api(owner, "GET", f"/agents/{agent_id}/identity"))["kid"]
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        current = None
+    if current != kid:
+        # Not ours (another state dir made it): without its private key only a reset replaces it.
+        body: dict[str, Any] = {"jwk": signing.public_of(identity), **({"reset": True} if current else {})}
+        await call_api(owner, "PUT", f"/agents/{agent_id}/identity", json=body)
+        print(f"[owner] identity key {kid} published{' (reset: users consent again)' if current else ''}")
+    agent = await call_api(owner, "GET", f"/agents/{agent_id}")
+    if agent.get("publisher_verified"):
+        return dict(agent["capability_manifest"])
+    major, minor, patch = (int(part) for part in str(manifest["agent_version"]).split("-")[0].split(".")[:3])
+    signed = {**manifest, "agent_version": f"{major}.{minor}.{patch + 1}"}
+    await call_api(owner, "PATCH", f"/agents/{agent_id}", json={
+        "capability_manifest": signed, "capability_manifest_signature": signing.sign_manifest(signed, identity)})
+    print(f"[owner] manifest {signed['agent_version']} published, signed by {kid}")
+    return signed
 
 
 async def find_or_create_agent(owner: Transport) -> tuple[str, dict[str, Any]]:
@@ -144,15 +178,24 @@ async def ensure_relation(user: Transport, agent_id: str, relation_id: str | Non
 
 def key_pair(state_dir: Path, name: str) -> KeyPair:
     """A key pair kept in ``state_dir/name.json`` (mode 0600): private keys stay here."""
-    path = state_dir / f"{name}.json"
+    return KeyPair.from_secret(_private_file(state_dir / f"{name}.json", lambda: KeyPair.generate().secret()))
+
+
+def identity_key(state_dir: Path) -> dict[str, str]:
+    """The owner's private identity JWK, kept in ``state_dir/identity.jwk`` (mode 0600) — as
+    ``manage.py manifest keygen`` would write it."""
+    return _private_file(state_dir / "identity.jwk", signing.generate_private_jwk)
+
+
+def _private_file(path: Path, make: Any) -> Any:
     if path.exists():
-        return KeyPair.from_secret(json.loads(path.read_text()))
-    keys = KeyPair.generate()
-    state_dir.mkdir(parents=True, exist_ok=True)
+        return json.loads(path.read_text())
+    value = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
-        json.dump(keys.secret(), handle)
-    return keys
+        json.dump(value, handle)
+    return value
 
 
 # --- bob's device ----------------------------------------------------------------------
@@ -190,7 +233,7 @@ def read_file(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 async def round_trip(args: argparse.Namespace) -> int:
-    agent_id, manifest = await ensure_agent(args)
+    agent_id, manifest, identity = await ensure_agent(args)
     agent_key = ensure_agent_key(args, agent_id)
     user_http, agent_http = HttpxTransport(args.url, args.user_key), HttpxTransport(args.url, agent_key)
     try:
@@ -199,7 +242,7 @@ async def round_trip(args: argparse.Namespace) -> int:
                             prompt=terminal_prompt(args.yes), handlers={"read_file": read_file},
                             audit=AuditLog(args.state_dir / "audit.sqlite3"))
         agent = AgentRuntime(transport=agent_http, agent_id=agent_id, keys=key_pair(args.state_dir, f"agent-{agent_id}"),
-                             manifest=manifest)
+                             manifest=manifest, identity_key=identity)
         await client.register_device()
         await agent.register_key()
         return await call_with_listeners(args, client, agent, agent_key, relation_id)
@@ -220,6 +263,8 @@ async def call_with_listeners(args: argparse.Namespace, client: UserClient, agen
             arguments["limit"] = args.limit
         print(f"[agent] read_file {arguments['path']} in relation {relation_id}")
         result = await agent.call_tool(relation_id, "read_file", arguments)
+        number = await agent.safety_number(relation_id)
+        print(f"[agent] safety number {number}" if number else "[agent] no identity key: no safety number")
     finally:
         for task in listeners:
             task.cancel()

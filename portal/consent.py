@@ -23,6 +23,7 @@ from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
 from relations import services as relation_services
+from toolcalls.keydir_selectors import relation_safety_number
 
 DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
 
@@ -99,7 +100,7 @@ def connection_detail(request: HttpRequest, relation_id: Any) -> HttpResponse:
     return render(request, "portal/connection.html", {
         "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
-        "minor": [r for r in rows if not r["breaking"]]})
+        "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation)})
 
 
 def _reconsent(request: HttpRequest, found: queries.Connection, scopes: list[str]) -> HttpResponse | None:

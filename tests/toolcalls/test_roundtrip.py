@@ -298,7 +298,12 @@ def test_the_example_reads_a_file_through_a_live_server(live_server_env: tuple[s
     assert "Allow? [y/N] y" in completed.stdout and "permission filesystem:read (medium)" in completed.stdout
     assert re.search(r"\[bob's device\] FileReader \(example\) wants to read_file \(Read a file you choose from this "
                      r"device\)", completed.stdout), completed.stdout  # named as bob consented to it
-    assert completed.stdout.rstrip().endswith("hello from bob's disk")
+    assert "hello from bob's disk" in completed.stdout
+    # The owner signed the manifest; both sides show the same safety number (SPEC §9.2).
+    assert "[owner] manifest 1.0.1 published, signed by" in completed.stdout
+    shown = re.search(r"safety number ((?:\d{5} ){11}\d{5})\n", completed.stdout)
+    told = re.search(r"\[agent\] safety number ((?:\d{5} ){11}\d{5})", completed.stdout)
+    assert shown and told and shown.group(1) == told.group(1), completed.stdout
 
 
 def test_a_second_run_of_the_example_reuses_its_agent(live_server_env: tuple[str, dict[str, str]],
