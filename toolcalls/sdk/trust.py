@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hashee.core import signing
-from hashee.core.canonical import CanonicalizationError, canonical_hash
+from hashee.core.canonical import CanonicalizationError, canonicalize, sha256_hex
 from toolcalls.sdk.crypto import PublicKeys
 from toolcalls.sdk.errors import IdentityChanged, ManifestUnverified
 from toolcalls.sdk.store import LocalStore
@@ -58,23 +58,24 @@ class ManifestVerifier:
         if type(version) is not int or not isinstance(manifest, Mapping) or not isinstance(stated_hash, str):
             raise ManifestUnverified("the server sent no manifest, version or hash")
         try:
-            digest = canonical_hash(manifest)
+            data = canonicalize(manifest)  # once: the hash and the signature both cover these bytes
         except CanonicalizationError:
             raise ManifestUnverified("the manifest is not RFC 8785 JSON") from None
+        digest = sha256_hex(data)
         if digest != stated_hash:
             raise ManifestUnverified(f"version {version}: the manifest's hash is not the hash the server states")
         seen = self._hashes.setdefault((agent_id, version), digest)
         if seen != digest:
             raise ManifestUnverified(f"version {version} was served before with another hash")
         if identity is not None:
-            self.check_signature(manifest=manifest, signature=signature, identity=identity,
-                                 signed_by_others=signed_by_others)
+            self.check_signature(data, signature=signature, identity=identity, signed_by_others=signed_by_others)
         return VerifiedManifest(agent_id, version, digest, manifest)
 
     @staticmethod
-    def check_signature(*, manifest: Mapping[str, Any], signature: Any, identity: Mapping[str, str],
+    def check_signature(canonical: bytes, *, signature: Any, identity: Mapping[str, str],
                         signed_by_others: bool = False) -> None:
-        """SPEC §9.1: a detached JWS over the manifest's RFC 8785 bytes by ``identity``."""
+        """SPEC §9.1: a detached JWS over the manifest's RFC 8785 bytes (``canonical``) by
+        ``identity``."""
         kid = signing.jwk_thumbprint(identity)
         if not isinstance(signature, str) or not signature:
             if signed_by_others:
@@ -83,7 +84,7 @@ class ManifestVerifier:
         if signed_by_others and _kid_of(signature) != kid:
             return
         try:
-            signing.verify_manifest(manifest, signature, identity, kid=kid)
+            signing.verify_detached(signature, canonical, identity, kid=kid)
         except (signing.InvalidSignatureError, signing.InvalidKeyError) as exc:
             raise ManifestUnverified(f"the manifest's signature does not verify with the pinned identity: {exc}") \
                 from None
