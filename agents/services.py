@@ -16,6 +16,7 @@ from django.utils import timezone
 from agents.models import Agent, ManifestVersion
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee.core.versions import version_bump_warnings
 from hashee.errors import HasheeError
 from hashee.events import event_emit
 from hashee.webhooks import webhook_url_check
@@ -88,7 +89,8 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
         agent_id=agent.pk, version=(latest.version if latest else 0) + 1, manifest=manifest,
         hash=checked.hash, size_bytes=checked.size_bytes, changes=diff.changes, breaking=diff.breaking,
         scopes_requiring_reauth=diff.scopes_requiring_reauth, withheld_scopes=diff.raised_scopes,
-        removed_scopes=diff.removed_scopes, warnings=[w.as_dict() for w in checked.warnings],
+        removed_scopes=diff.removed_scopes,
+        warnings=_manifest_warnings(checked, diff, previous=latest.manifest if latest else None, manifest=manifest),
         created_by=_user_or_none(actor or getattr(agent, "_actor", None) or agent.owner),
     )
     _sync_agent_index(agent, version)
@@ -96,6 +98,14 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
     agent._recorded_version = version
     agent._recorded_diff = diff
     return version
+
+
+def _manifest_warnings(checked: ValidationResult, diff: DiffResult, *, previous: Any,
+                       manifest: Any) -> list[dict[str, str]]:
+    """The validation's warnings, then those that need the previous version (SPEC §10.5)."""
+    bump = version_bump_warnings(previous=previous["agent_version"] if previous else None,
+                                 current=manifest["agent_version"], breaking=diff.breaking)
+    return [w.as_dict() for w in [*checked.warnings, *bump]]
 
 
 def _user_or_none(actor: Any) -> Any:
@@ -249,7 +259,9 @@ def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any) -> M
     if agent.capability_manifest is not None and checked.hash == agent.capability_manifest_hash:
         return _unchanged(agent, checked)
     diff = diff_manifests(agent.capability_manifest, manifest)
-    return _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False)
+    warnings = _manifest_warnings(checked, diff, previous=agent.capability_manifest, manifest=manifest)
+    return _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False,
+                      warnings=warnings)
 
 
 def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
@@ -257,7 +269,7 @@ def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
     diff: DiffResult | None = getattr(agent, "_recorded_diff", None)
     if version is None or diff is None:
         return _unchanged(agent, checked)
-    return _from_diff(agent, checked, diff, version=version.version, stored=True)
+    return _from_diff(agent, checked, diff, version=version.version, stored=True, warnings=version.warnings)
 
 
 def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
@@ -266,10 +278,10 @@ def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
 
 
 def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, version: int,
-               stored: bool) -> ManifestUpdate:
+               stored: bool, warnings: list[dict[str, str]]) -> ManifestUpdate:
     assert checked.hash is not None
     return ManifestUpdate(agent_id=str(agent.pk), version=version, hash=checked.hash, changes=diff.changes,
-                          warnings=[w.as_dict() for w in checked.warnings],
+                          warnings=warnings,
                           scopes_requiring_reauth=diff.scopes_requiring_reauth, stored=stored)
 
 
