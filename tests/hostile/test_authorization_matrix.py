@@ -32,6 +32,7 @@ DENIED = {401, 403, 404}
 OBJECT_ROUTES = {
     "agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1", "agent-card-seed",
     "agent-credentials", "agent-credential", "agent-keys", "agent-key", "agent-webhook-secret-rotate", "relation",
+    "relation-tools",
     "messages", "relation-keys", "device-key", "device-key-approve", "events",
 }
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
