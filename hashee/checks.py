@@ -25,3 +25,11 @@ def check_redis_for_sqlite(app_configs: Any, **kwargs: Any) -> list[Any]:
     if settings.MAX_REQUEST_BODY_BYTES < 262144 + 4096:
         return [Error("HASHEE_MAX_REQUEST_BODY_BYTES is below the message payload cap.", id="hashee.E001")]
     return []
+
+
+@register()
+def check_access_token_lifetime(app_configs: Any, **kwargs: Any) -> list[Any]:
+    if not 1 <= settings.HASHEE_ACCESS_TOKEN_SECONDS <= 600:
+        return [Error("HASHEE_ACCESS_TOKEN_SECONDS must be between 1 and 600 (SPEC §10.3: expires_in ≤ 600).",
+                      id="hashee.E002")]
+    return []

@@ -16,10 +16,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http.request import validate_host
+from django.utils import timezone
 
 from hashee import events
 from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from hashee.hub import EventHub, get_hub
+from hashee.tokens import SOCKET_SCOPE, TOKEN_MARKER, token_principal
 
 logger = logging.getLogger(__name__)
 REPLAY_PAGE = 1000
@@ -41,6 +43,8 @@ def _origin_allowed(scope: dict[str, Any]) -> bool:
 
 
 def _token_principal(token: str) -> Any:
+    if token.startswith(TOKEN_MARKER):  # a short-lived token: only with its socket scope
+        return token_principal(token, scope=SOCKET_SCOPE)
     key = api_key_lookup(token)
     if key is None:
         return None
@@ -205,6 +209,17 @@ class AgentEventsConsumer(EventStreamConsumer):
     async def _register(self) -> None:
         assert self.hub is not None
         self.hub.agents[str(self.principal.agent_id)].add(self)
+        expires_at = getattr(self.principal, "expires_at", None)  # a hat_ token's socket ends with it
+        if expires_at is not None:
+            delay = max(0.0, (expires_at - timezone.now()).total_seconds())
+            self.expiry = asyncio.get_running_loop().call_later(
+                delay, lambda: asyncio.ensure_future(self.close(code=CLOSE_UNAUTHENTICATED)))
+
+    async def disconnect(self, code: int) -> None:
+        expiry = getattr(self, "expiry", None)
+        if expiry is not None:
+            expiry.cancel()
+        await super().disconnect(code)
 
     def _history(self, since: int) -> Any:
         return events.events_for_agent(agent=self.principal.agent_id, since=since)

@@ -160,6 +160,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "hashee.tokens.AccessTokenAuthentication",  # hat_ first: the next class refuses any other bearer
         "hashee.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -207,6 +208,8 @@ HASHEE_MESSAGE_RETENTION_DAYS = int(os.environ.get("HASHEE_MESSAGE_RETENTION_DAY
 HASHEE_ADMIN_ESTIMATED_COUNT_FROM = int(os.environ.get("HASHEE_ADMIN_ESTIMATED_COUNT_FROM", "100000"))
 # Each process also re-reads the log this often, in case a doorbell was lost.
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
+# Lifetime of the hat_ tokens POST /oauth/token issues (SPEC §10.3: at most 600).
+HASHEE_ACCESS_TOKEN_SECONDS = int(os.environ.get("HASHEE_ACCESS_TOKEN_SECONDS", "600"))
 
 LOGGING = {
     "version": 1,
