@@ -1,5 +1,6 @@
 """``GET /h2a/relations/{id}/tools`` (SPEC §10.1) on a relation whose manifest has 150
-tools, in each format, as the agent (hak_ key) and as the user (hsk_ key).
+tools, in each format, as the agent (hak_ key or hat_ token) and as the user (hsk_ key), beside a
+trivial authenticated request (the floor of this client and machine).
 
 Through Django's test client in this process (routing, authentication, DRF, the
 database queries and JSON rendering; no socket, no ASGI server), on the configured
@@ -56,6 +57,7 @@ def main() -> None:
 
     from agents import services
     from hashee.auth import api_key_create
+    from hashee.tokens import access_token_issue
     from relations import services as relation_services
 
     suffix = os.getpid()
@@ -66,10 +68,16 @@ def main() -> None:
     relation = relation_services.relation_create(user=user, agent_id=agent.pk,
                                                  granted_scopes=["filesystem:read", "notification:send"])
     url = f"/h2a/relations/{relation.pk}/tools"
-    clients = {"agent hak_": api_key_create(user=owner, agent=agent)[1], "user hsk_": api_key_create(user=user)[1]}
+    agent_key = api_key_create(user=owner, agent=agent)
+    clients = {"agent hak_": agent_key[1], "user hsk_": api_key_create(user=user)[1],
+               "agent hat_": access_token_issue(key=agent_key[0], scopes=["tools:read"])[1]}
 
     print(f"tools list benchmark on {connection.vendor}; {os.cpu_count()} cores; Django test client in-process; "
           f"{TOOLS} tools declared, {len(manifest['tools']) * 2 // 3} callable")
+    floor = APIClient()
+    floor.credentials(HTTP_AUTHORIZATION=f"Bearer {clients['user hsk_']}")
+    print(row("floor: GET /api/ping as the user hsk_", measure(lambda: floor.get("/api/ping"), repeat=REPEAT,
+                                                               warmup=20)))
     for who, secret in clients.items():
         check = APIClient()
         check.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
