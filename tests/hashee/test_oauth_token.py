@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -15,9 +14,7 @@ import pytest
 from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.httpx_client import OAuth2Client
 from django.contrib.auth.models import User
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -50,19 +47,6 @@ def token_client(agent_key: tuple[ApiKey, str], scope: str | None = None) -> API
     response = exchange(agent_key[1], **({"scope": scope} if scope is not None else {}))
     assert response.status_code == 200, response.content
     return client_for(secret=response.json()["access_token"])
-
-
-@pytest.fixture
-def wsgi_keeps_the_test_connection() -> Iterator[None]:
-    """The WSGI handler closes the connection after each request when it is inside a
-    transaction, as the test's is: switch that off, as Django's test client does."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
 
 
 def test_a_standard_oauth_client_exchanges_the_key_and_uses_the_token(
