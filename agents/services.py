@@ -18,6 +18,7 @@ from agents.models import Agent, ManifestVersion
 from hashee.access import sockets_close
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee.core.versions import version_bump_warnings
 from hashee.errors import HasheeError
 from hashee.events import event_emit
 from hashee.webhooks import webhook_url_check
@@ -109,7 +110,8 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
         agent_id=agent.pk, version=(latest.version if latest else 0) + 1, manifest=manifest,
         hash=checked.hash, size_bytes=checked.size_bytes, changes=diff.changes, breaking=diff.breaking,
         scopes_requiring_reauth=diff.scopes_requiring_reauth, withheld_scopes=diff.raised_scopes,
-        removed_scopes=diff.removed_scopes, warnings=[w.as_dict() for w in checked.warnings],
+        removed_scopes=diff.removed_scopes,
+        warnings=_manifest_warnings(checked, diff, previous=latest.manifest if latest else None, manifest=manifest),
         signature=signed.signature, signature_kid=signed.verified_kid,
         created_by=_user_or_none(actor or getattr(agent, "_actor", None) or agent.owner),
     )
@@ -118,6 +120,14 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
     agent._recorded_version = version
     agent._recorded_diff = diff
     return version
+
+
+def _manifest_warnings(checked: ValidationResult, diff: DiffResult, *, previous: Any,
+                       manifest: Any) -> list[dict[str, str]]:
+    """The validation's warnings, then those that need the previous version (SPEC §10.5)."""
+    bump = version_bump_warnings(previous=previous["agent_version"] if previous else None,
+                                 current=manifest["agent_version"], breaking=diff.breaking)
+    return [w.as_dict() for w in [*checked.warnings, *bump]]
 
 
 def _user_or_none(actor: Any) -> Any:
@@ -282,8 +292,9 @@ def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any,
         return update
     signed = manifest_signature_check(agent_id=agent.pk, manifest=manifest, signature=signature, require=False)
     diff = diff_manifests(agent.capability_manifest, manifest)
+    warnings = _manifest_warnings(checked, diff, previous=agent.capability_manifest, manifest=manifest)
     update = _from_diff(agent, checked, diff, version=agent.capability_manifest_version + 1, stored=False,
-                        signed=signed)
+                        signed=signed, warnings=warnings)
     update.signature_required = signed.required
     return update
 
@@ -294,7 +305,8 @@ def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
     if version is None or diff is None:
         return _unchanged(agent, checked)
     signed = SignatureCheck(signature=version.signature, required=False, verified_kid=version.signature_kid)
-    return _from_diff(agent, checked, diff, version=version.version, stored=True, signed=signed)
+    return _from_diff(agent, checked, diff, version=version.version, stored=True, signed=signed,
+                      warnings=version.warnings)
 
 
 def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
@@ -304,10 +316,10 @@ def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
 
 
 def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, version: int,
-               stored: bool, signed: SignatureCheck) -> ManifestUpdate:
+               stored: bool, signed: SignatureCheck, warnings: list[dict[str, str]]) -> ManifestUpdate:
     assert checked.hash is not None
     return ManifestUpdate(agent_id=str(agent.pk), version=version, hash=checked.hash, changes=diff.changes,
-                          warnings=[w.as_dict() for w in checked.warnings],
+                          warnings=warnings,
                           scopes_requiring_reauth=diff.scopes_requiring_reauth, stored=stored,
                           signature=signed.signature, publisher_verified=signed.publisher_verified)
 

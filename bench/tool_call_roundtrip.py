@@ -2,8 +2,8 @@
 agent, with the SDK at both ends (envelope v2 both ways, the device's checks, its replay
 record on disk, the low-sensitivity ``notify`` tool: no prompt), over the two sockets.
 
-Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/tool_call_roundtrip.py
-(one uvicorn worker from deploy/local.py; 127.0.0.1 only; a bounded number of calls, one
+Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/tool_call_roundtrip.py [--identity]
+(``--identity``: the agent has an identity key and signs its manifest; one uvicorn worker from deploy/local.py; 127.0.0.1 only; a bounded number of calls, one
 at a time). Prints the median and p95 of the round trip in milliseconds.
 """
 
@@ -25,6 +25,7 @@ from _stats import row  # noqa: E402
 
 CALLS = 50  # with the warm-up, under the 60 tool calls per minute an agent may send
 WARM_UP = 5
+IDENTITY = "--identity" in sys.argv
 
 
 def setup_world() -> dict[str, Any]:
@@ -44,9 +45,28 @@ def setup_world() -> dict[str, Any]:
     stamp = f"{int(time.time())}-{os.getpid()}"
     owner, user = User.objects.create(username=f"rt-owner-{stamp}"), User.objects.create(username=f"rt-bob-{stamp}")
     agent = agent_services.agent_create(owner=owner, name=f"round trip {stamp}", capability_manifest=DEMO_MANIFEST)[0]
+    world: dict[str, Any] = {"agent_id": str(agent.pk), "manifest": DEMO_MANIFEST, "identity": None}
+    if IDENTITY:
+        world.update(identify(owner, agent.pk))
     relation = relation_services.relation_create(user=user, agent_id=agent.pk, granted_scopes=["notification:send"])
-    return {"agent_id": str(agent.pk), "relation_id": str(relation.pk), "manifest": DEMO_MANIFEST,
-            "agent_key": api_key_create(user=owner, agent=agent)[1], "user_key": api_key_create(user=user)[1]}
+    return {**world, "relation_id": str(relation.pk), "agent_key": api_key_create(user=owner, agent=agent)[1],
+            "user_key": api_key_create(user=user)[1]}
+
+
+def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
+    """SPEC §9.1: an identity key and a manifest signed with it (the device then checks the
+    signature once per version, and the runtime key's vouching once per key)."""
+    from agents import identity as identity_services
+    from agents import services as agent_services
+    from agents.demo import DEMO_MANIFEST
+    from hashee.core import signing
+
+    private = signing.generate_private_jwk()
+    identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private))
+    manifest = {**DEMO_MANIFEST, "agent_version": "1.0.1"}
+    agent_services.agent_update(agent_id=agent_id, actor=owner, capability_manifest=manifest,
+                                capability_manifest_signature=signing.sign_manifest(manifest, private))
+    return {"manifest": manifest, "identity": private}
 
 
 async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[float]:
@@ -55,8 +75,9 @@ async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[floa
     user_http, agent_http = HttpxTransport(url, world["user_key"]), HttpxTransport(url, world["agent_key"])
     client = UserClient(transport=user_http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
                         handlers={"notify": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
+    options = {"identity_key": world["identity"]} if world["identity"] is not None else {}
     agent = AgentRuntime(transport=agent_http, agent_id=world["agent_id"], keys=KeyPair.generate(),
-                         manifest=world["manifest"])
+                         manifest=world["manifest"], **options)
     await client.register_device()
     await agent.register_key()
     ready = [asyncio.Event(), asyncio.Event()]
@@ -87,7 +108,8 @@ def main() -> None:
     with Deployment(workers=1) as deployment, tempfile.TemporaryDirectory() as state:
         samples = asyncio.run(round_trips(world, deployment.urls[0], Path(state)))
     print(f"tool call round trip: 1 uvicorn worker, PostgreSQL, Redis; {os.cpu_count()} cores; "
-          f"{CALLS} calls one at a time after {WARM_UP} warm-up")
+          f"{CALLS} calls one at a time after {WARM_UP} warm-up; "
+          f"{'an identified agent (signed manifest, vouched key)' if IDENTITY else 'an agent without identity key'}")
     print(row("agent → server → device → server → agent", samples, "ms"))
 
 

@@ -35,24 +35,28 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def split_secret(secret: str) -> tuple[str, str] | None:
-    """Return (marker, lookup prefix) of a well-formed secret, else None."""
-    for marker in (USER_KEY_MARKER, AGENT_KEY_MARKER):
+def split_secret(secret: str, markers: tuple[str, ...] = (USER_KEY_MARKER, AGENT_KEY_MARKER)) -> tuple[str, str] | None:
+    """Return (marker, lookup prefix) of a well-formed secret with one of ``markers``, else None."""
+    for marker in markers:
         if secret.startswith(marker) and len(secret) >= len(marker) + 32:
             return marker, secret[len(marker):len(marker) + PREFIX_LENGTH]
     return None
+
+
+def new_secret(marker: str) -> tuple[str, str]:
+    """A fresh 256-bit secret with its marker, and its lookup prefix: (secret, prefix)."""
+    token = secrets.token_urlsafe(32)
+    return f"{marker}{token}", token[:PREFIX_LENGTH]
 
 
 def api_key_create(*, user: Any, agent: Agent | None = None, name: str = "") -> tuple[ApiKey, str]:
     """Create a key (an agent key when ``agent`` is given) and return it with its secret."""
     from agents.models import ApiKey
 
-    marker = AGENT_KEY_MARKER if agent is not None else USER_KEY_MARKER
-    token = secrets.token_urlsafe(32)
-    secret = f"{marker}{token}"
+    secret, prefix = new_secret(AGENT_KEY_MARKER if agent is not None else USER_KEY_MARKER)
     key = ApiKey.objects.create(
         kind=ApiKey.Kind.AGENT if agent is not None else ApiKey.Kind.USER,
-        user=user, agent=agent, name=name, prefix=token[:PREFIX_LENGTH], key_hash=hash_secret(secret),
+        user=user, agent=agent, name=name, prefix=prefix, key_hash=hash_secret(secret),
     )
     return key, secret
 

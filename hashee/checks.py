@@ -38,3 +38,11 @@ def check_platform_signing_key(app_configs: Any, **kwargs: Any) -> list[Any]:
         return [Error(str(exc), hint='A JSON object {"kty": "OKP", "crv": "Ed25519", "x": …, "d": …}, or unset.',
                       id="hashee.E002")]
     return []
+
+
+@register()
+def check_access_token_lifetime(app_configs: Any, **kwargs: Any) -> list[Any]:
+    if not 1 <= settings.HASHEE_ACCESS_TOKEN_SECONDS <= 600:
+        return [Error("HASHEE_ACCESS_TOKEN_SECONDS must be between 1 and 600 (SPEC §10.3: expires_in ≤ 600).",
+                      id="hashee.E003")]
+    return []

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.utils import timezone
 
 from hashee import events
 from hashee.access import CLOSE_TOO_MANY, CLOSE_UNAUTHENTICATED, SocketAccess, session_digest
@@ -29,6 +30,7 @@ from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from hashee.hub import EventHub, get_hub
 from hashee.origins import origin_allowed
 from hashee.outbox import Outbox
+from hashee.tokens import SOCKET_SCOPE, TOKEN_MARKER, token_principal
 
 logger = logging.getLogger(__name__)
 # A slow reader holds at most this much in its outbox (plus the frame its writer is
@@ -45,10 +47,14 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
 
 
 def _token_principal(token: str) -> tuple[Any, SocketAccess] | None:
-    key = api_key_lookup(token)
-    if key is None:
+    if token.startswith(TOKEN_MARKER):  # a short-lived token: only with its socket scope
+        principal: Any = token_principal(token, scope=SOCKET_SCOPE)
+        key = principal.key if principal is not None else None  # revoking the key closes its tokens' sockets
+    else:
+        key = api_key_lookup(token)
+        principal = principal_for_key(key) if key is not None else None
+    if principal is None or key is None:
         return None
-    principal = principal_for_key(key)
     if isinstance(principal, AgentPrincipal):
         from agents.models import Agent
 
@@ -338,6 +344,17 @@ class AgentEventsConsumer(EventStreamConsumer):
     async def _register(self) -> None:
         assert self.hub is not None
         self.hub.agents[str(self.principal.agent_id)].add(self)
+        expires_at = getattr(self.principal, "expires_at", None)  # a hat_ token's socket ends with it
+        if expires_at is not None:
+            delay = max(0.0, (expires_at - timezone.now()).total_seconds())
+            self.expiry = asyncio.get_running_loop().call_later(
+                delay, lambda: asyncio.ensure_future(self.close(code=CLOSE_UNAUTHENTICATED)))
+
+    async def disconnect(self, code: int) -> None:
+        expiry = getattr(self, "expiry", None)
+        if expiry is not None:
+            expiry.cancel()
+        await super().disconnect(code)
 
     def _history(self, since: int) -> Any:
         return events.events_for_agent(agent=self.principal.agent_id, since=since)

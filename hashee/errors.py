@@ -81,6 +81,7 @@ DETAIL_CODES: dict[str, str] = {
     "MANIFEST_SIZE_WARNING": "The canonical manifest is 65536 bytes or more.",
     "SCOPE_LABEL_FALLBACK_MISSING": "A non-preset scope has no label_fallback; clients will show its id.",
     "SCOPE_UNUSED": "A declared scope is used by no tool.",
+    "AGENT_VERSION_NOT_BUMPED": "A breaking change keeps agent_version's major version (the minor one below 1.0.0).",
 }
 
 # Tool-level codes inside tool responses and denial reasons (SPEC §2, §6).

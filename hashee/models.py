@@ -58,4 +58,5 @@ class EventLogState(models.Model):
         return f"purged through #{self.purged_through_id}"
 
 
+from hashee.token_models import AccessToken  # noqa: E402, F401
 from hashee.webhook_models import WebhookAttempt, WebhookDelivery  # noqa: E402, F401

@@ -160,6 +160,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "hashee.tokens.AccessTokenAuthentication",  # hat_ first: the next class refuses any other bearer
         "hashee.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
@@ -211,6 +212,8 @@ HASHEE_ADMIN_ESTIMATED_COUNT_FROM = int(os.environ.get("HASHEE_ADMIN_ESTIMATED_C
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
 # Sockets one user (or one agent) may hold open on each worker; more are closed with 4429.
 HASHEE_MAX_SOCKETS_PER_PRINCIPAL = int(os.environ.get("HASHEE_MAX_SOCKETS_PER_PRINCIPAL", "32"))
+# Lifetime of the hat_ tokens POST /oauth/token issues (SPEC §10.3: at most 600).
+HASHEE_ACCESS_TOKEN_SECONDS = int(os.environ.get("HASHEE_ACCESS_TOKEN_SECONDS", "600"))
 
 LOGGING = {
     "version": 1,

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hashee import views
 from hashee.events_api import EventListView
+from hashee.oauth_api import OAuthTokenView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/portal/", permanent=False)),
@@ -18,6 +19,7 @@ urlpatterns = [
     path(".well-known/jwks.json", views.PlatformJwksView.as_view(), name="platform-jwks"),
     path("api/ping", views.PingView.as_view(), name="ping"),
     path("events", EventListView.as_view(), name="events"),
+    path("oauth/token", OAuthTokenView.as_view(), name="oauth-token"),
     path("", include("agents.urls")),
     path("", include("relations.urls")),
     path("", include("toolcalls.urls")),

@@ -110,6 +110,16 @@ def scope_description(scope: dict[str, Any]) -> str:
     return str(scope.get("description_fallback") or "")
 
 
+def preset_texts() -> dict[str, str]:
+    """The platform's i18n bundle (seed 000 §6): each preset scope's label and description
+    keys (``agent.scope.filesystem_read.label``) and their text in the active language."""
+    texts = {}
+    for scope_id, (label, description) in PRESET_SCOPE_TEXT.items():
+        stem = "agent.scope." + scope_id.replace(":", "_")
+        texts[f"{stem}.label"], texts[f"{stem}.description"] = str(label), str(description)
+    return texts
+
+
 def scope_views(manifest: dict[str, Any] | None, counts: dict[str, dict[str, int]] | None = None) -> list[ScopeView]:
     """The manifest's scopes, most sensitive first, with the tools that use each."""
     manifest = manifest or {}

@@ -86,6 +86,7 @@ def manifest_preview(*, text: str, agent: Agent | None, actor: Any, base_version
         return preview
     assert update is not None
     preview.version, preview.changes = update.version, update.changes
+    preview.warnings = update.warnings  # with those that need the current version (SPEC §10.5)
     preview.unchanged = update.hash == agent.capability_manifest_hash
     preview.scopes_requiring_reauth = update.scopes_requiring_reauth
     who = queries.audience(agent=agent)

@@ -118,18 +118,19 @@ MESSAGING_AGENT_FIELDS = ("id", "owner", "name", "status", "webhook_url")
 
 
 @functools.cache
-def _relation_with_agent_query() -> tuple[rows.Columns, rows.Columns, str]:
+def _relation_with_agent_query(agent_fields: tuple[str, ...]) -> tuple[rows.Columns, rows.Columns, str]:
     relation = rows.Columns(Relation, "r", tuple(f.name for f in Relation._meta.concrete_fields))
-    agent = rows.Columns(Agent, "a", MESSAGING_AGENT_FIELDS)
+    agent = rows.Columns(Agent, "a", agent_fields)
     sql = (f"SELECT {relation.sql()}, {agent.sql()} FROM {relation.table()} "  # noqa: S608 - model metadata
            f"JOIN {agent.table()} ON a.id = r.agent_id WHERE r.id = %s")
     return relation, agent, sql
 
 
-def relation_with_agent(*, relation_id: Any) -> Relation | None:
-    """The relation with the parts of its agent that messaging reads (not its manifest),
-    in one hand-written query: the relay runs this for every message (hashee.rows)."""
-    relation_columns, agent_columns, sql = _relation_with_agent_query()
+def relation_with_agent(*, relation_id: Any, agent_fields: tuple[str, ...] = MESSAGING_AGENT_FIELDS) -> Relation | None:
+    """The relation with ``agent_fields`` of its agent (by default those messaging reads;
+    never the manifest unless asked), in one hand-written query: the relay runs this for
+    every message, agents fetch their tool list before every model turn (hashee.rows)."""
+    relation_columns, agent_columns, sql = _relation_with_agent_query(agent_fields)
     found = rows.read(sql, [rows.db_value(Relation, "id", relation_id)], relation_columns, agent_columns)
     if not found:
         return None

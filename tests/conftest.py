@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -39,6 +41,19 @@ def no_stray_connections_at_teardown(django_db_setup: Any, django_db_blocker: An
         with django_db_blocker.unblock(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
+@pytest.fixture
+def wsgi_keeps_the_test_connection() -> Iterator[None]:
+    """The WSGI handler closes the connection after each request when it is inside a
+    transaction, as the test's is: switch that off, as Django's test client does."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
 
 
 @pytest.fixture(autouse=True)

@@ -24,3 +24,12 @@ def test_the_servers_loggers_redact_their_arguments(caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.INFO, logger="uvicorn.error"):
         logger.info('%s - "WebSocket %s" [accepted]', "127.0.0.1:5000", "/ws/events?token=hsk_secret")
     assert "hsk_secret" not in caplog.text and "token=[redacted]" in caplog.text
+
+
+def test_oauth_token_parameters_and_bare_secrets_are_redacted() -> None:
+    hat, hak = "hat_" + "a1B2-c3_" * 5, "hak_" + "Zz09" * 10
+    assert redact(f"/oauth/token?subject_token={hak}&scope=x") == "/oauth/token?subject_token=[redacted]&scope=x"
+    assert redact(f"/cb?access_token={hat}") == "/cb?access_token=[redacted]"
+    assert redact(f"/ws/agent?token={hat}") == "/ws/agent?token=[redacted]"
+    assert redact(f"Authorization: Bearer {hat} and {hak}") == "Authorization: Bearer hat_[redacted] and hak_[redacted]"
+    assert redact("/ws/agent?since=3&notatoken=1") == "/ws/agent?since=3&notatoken=1"

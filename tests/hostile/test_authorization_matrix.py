@@ -34,6 +34,7 @@ OBJECT_ROUTES = {
     "agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1", "agent-card-seed",
     "agent-credentials", "agent-credential", "agent-keys", "agent-key", "agent-webhook-secret-rotate", "relation",
     "messages", "relation-keys", "device-key", "device-key-approve", "events", "agent-identity", "agent-jwks",
+    "relation-tools",
 }
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
                 "agent-card-seed", "agent-identity", "agent-jwks"}

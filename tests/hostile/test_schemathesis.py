@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
 from django.contrib.auth.models import User
-from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections
 from hypothesis import HealthCheck, Phase, given, settings
 
 from agents import services as agent_services
@@ -47,19 +44,7 @@ def _openapi_document() -> dict[str, Any]:
 
 api_schema = schemathesis.openapi.from_dict(_openapi_document())
 api_schema.app = get_wsgi_application()
-
-
-@pytest.fixture(autouse=True)
-def wsgi_keeps_the_test_connection() -> Iterator[None]:
-    """The WSGI handler closes the connection after each request when it is inside a
-    transaction, as the test's is: switch that off, as Django's test client does."""
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
+pytestmark = pytest.mark.usefixtures("wsgi_keeps_the_test_connection")
 
 
 @pytest.fixture

@@ -1,0 +1,139 @@
+"""``POST /oauth/token``: OAuth 2.0 Token Exchange (RFC 8693) of an agent key for a
+short-lived ``hat_`` token (SPEC §10.3).
+
+This endpoint speaks OAuth, not the API's error shape: errors are RFC 6749 §5.2
+``{"error", "error_description"}`` with status 400, which OAuth client libraries read.
+There is no client authentication (the subject token is the credential), so
+``invalid_client`` never occurs; an ``Authorization`` header is ignored. An unknown,
+revoked or non-agent subject token is ``invalid_grant``, as RFC 6749 calls a credential
+that is invalid, expired or revoked (RFC 8693 §2.2.2 would say ``invalid_request``; the
+distinct code tells a client not to retry the same key). The body is secret: Django's
+error reports hide it (``sensitive_post_parameters``) and nothing here logs it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from django.http import QueryDict
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers
+from rest_framework.parsers import FormParser
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from hashee.auth import api_key_lookup
+from hashee.tokens import SCOPES, access_token_issue
+
+GRANT_TYPE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
+SUBJECT_TOKEN_TYPE: Final = "urn:hashee:params:oauth:token-type:agent-key"  # noqa: S105 - a type URI
+ISSUED_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105 - a type URI
+FIELDS: Final = ("grant_type", "subject_token", "subject_token_type", "scope")
+NO_STORE: Final = {"Cache-Control": "no-store", "Pragma": "no-cache"}  # RFC 6749 §5.1
+
+
+class OAuthError(Exception):
+    def __init__(self, error: str, description: str, status: int = 400) -> None:
+        super().__init__(description)
+        self.error, self.description, self.status = error, description, status
+
+    def response(self) -> Response:
+        return Response({"error": self.error, "error_description": self.description}, status=self.status,
+                        headers=NO_STORE)
+
+
+def _single(form: QueryDict, name: str, *, required: bool = True) -> str | None:
+    values = form.getlist(name)
+    if len(values) > 1:  # RFC 6749 §3.2
+        raise OAuthError("invalid_request", f"{name} is given more than once.")
+    if not values or not values[0]:
+        if required:
+            raise OAuthError("invalid_request", f"{name} is required.")
+        return None
+    return str(values[0])
+
+
+def _scopes(raw: str | None) -> list[str]:
+    if raw is None or not raw.strip():
+        return list(SCOPES)
+    asked = raw.split()
+    unknown = [s for s in asked if s not in SCOPES]
+    if unknown:
+        raise OAuthError("invalid_scope", f"Unknown scope {' '.join(unknown)!r}: scopes are space-separated, from "
+                         f"{' '.join(SCOPES)}.")
+    return asked
+
+
+def token_exchange(form: QueryDict, *, now: datetime | None = None) -> dict[str, Any]:
+    """The RFC 8693 response for a token exchange request's form; raises OAuthError."""
+    if _single(form, "grant_type") != GRANT_TYPE:
+        raise OAuthError("unsupported_grant_type", f"grant_type must be {GRANT_TYPE}.")
+    subject_token = _single(form, "subject_token")
+    if _single(form, "subject_token_type") != SUBJECT_TOKEN_TYPE:
+        raise OAuthError("invalid_request", f"subject_token_type must be {SUBJECT_TOKEN_TYPE} (an agent key, hak_).")
+    scopes = _scopes(_single(form, "scope", required=False))
+    assert subject_token is not None
+    key = api_key_lookup(subject_token)
+    if key is None or key.kind != key.Kind.AGENT or key.agent_id is None:
+        raise OAuthError("invalid_grant", "subject_token is not a live agent key (hak_).")
+    token, secret = access_token_issue(key=key, scopes=scopes, now=now)
+    return {"access_token": secret, "issued_token_type": ISSUED_TOKEN_TYPE, "token_type": "Bearer",
+            "expires_in": round((token.expires_at - token.created_at).total_seconds()), "scope": token.scopes}
+
+
+TokenExchangeInput = inline_serializer("TokenExchangeInput", {
+    "grant_type": serializers.ChoiceField(choices=[GRANT_TYPE]),
+    "subject_token": serializers.CharField(help_text="An agent key, hak_…"),
+    "subject_token_type": serializers.ChoiceField(choices=[SUBJECT_TOKEN_TYPE]),
+    "scope": serializers.CharField(required=False, help_text=f"Space-separated, from: {' '.join(SCOPES)} "
+                                                             "(default: all)"),
+})
+TokenOutput = inline_serializer("TokenExchangeOutput", {
+    "access_token": serializers.CharField(help_text="hat_…"),
+    "issued_token_type": serializers.ChoiceField(choices=[ISSUED_TOKEN_TYPE]),
+    "token_type": serializers.ChoiceField(choices=["Bearer"]),
+    "expires_in": serializers.IntegerField(max_value=600),
+    "scope": serializers.CharField(),
+})
+OAuthErrorOutput = inline_serializer("OAuthError", {
+    "error": serializers.ChoiceField(choices=["invalid_request", "invalid_grant", "unsupported_grant_type",
+                                              "invalid_scope"]),
+    "error_description": serializers.CharField(),
+})
+
+
+@method_decorator(sensitive_post_parameters(), name="dispatch")
+class OAuthTokenView(APIView):
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    parser_classes = [FormParser]
+
+    @extend_schema(
+        operation_id="oauth_token", auth=[], request={"application/x-www-form-urlencoded": TokenExchangeInput},
+        responses={200: TokenOutput, 400: OpenApiResponse(OAuthErrorOutput, description="RFC 6749 §5.2 error")},
+        description="OAuth 2.0 Token Exchange (RFC 8693): an agent key (hak_) for a hat_ token that acts as the "
+                    "agent within its scopes until it expires (expires_in ≤ 600 s) or the key is revoked. Scopes: "
+                    "messages:write (POST messages), messages:read (GET messages), events:read (GET /events, "
+                    "ws /ws/agent), tools:read (GET …/tools); messages:read or messages:write also read the "
+                    "relation's public keys. Anything else is 403 FORBIDDEN to a token. No client "
+                    "authentication. Errors here are OAuth's, not the API's shape.",
+    )
+    def post(self, request: Request) -> Response:
+        if any(name in request.query_params for name in FIELDS):
+            raise OAuthError("invalid_request", "Send the parameters in the form body, never in the URL.")
+        form = request.data if isinstance(request.data, QueryDict) else QueryDict()
+        return Response(token_exchange(form), headers=NO_STORE)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, OAuthError):
+            return exc.response()
+        if isinstance(exc, exceptions.MethodNotAllowed):
+            return OAuthError("invalid_request", "Use POST.", status=405).response()
+        if isinstance(exc, exceptions.APIException):  # unsupported media type, unparsable body
+            return OAuthError("invalid_request", "The body must be application/x-www-form-urlencoded.").response()
+        return super().handle_exception(exc)
