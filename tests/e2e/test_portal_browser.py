@@ -13,23 +13,17 @@ import json
 import os
 import re
 import secrets
-import signal
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, expect, sync_playwright
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
 from tests.changes import breaking
+from tests.e2e.live import LiveServer, demo_server, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -38,50 +32,7 @@ SHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-STARTUP_SECONDS = 60
 WAIT_MS = 15_000
-
-
-def _venv_bin(name: str) -> list[str]:
-    candidate = Path(sys.executable).parent / name
-    return [str(candidate)] if candidate.exists() else [sys.executable, "-m", name]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class LiveServer:
-    url: str
-    env: dict[str, str]
-    alice_key: str
-    bob_key: str
-
-    def manage(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
-                              text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
-
-    def api(self, key: str) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=15, trust_env=False)
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"uvicorn exited early:\n{log.read_text(errors='replace')[-3000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"uvicorn did not become healthy:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 @pytest.fixture(scope="session")
@@ -95,27 +46,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
            "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
     env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
-    setup = LiveServer(url="", env=env, alice_key="", bob_key="")
-    setup.manage("migrate", "--noinput", "-v0")
-    alice_key = setup.manage("seed_demo").strip().splitlines()[-1]
-    bob_key = setup.manage("create_api_key", "bob").strip().splitlines()[-1]
-    port = _free_port()
-    log = home / "uvicorn.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen([*_venv_bin("uvicorn"), "hashee.asgi:application", "--host", "127.0.0.1",
-                                    "--port", str(port), "--log-level", "warning"],
-                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process, log)
-        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+    with demo_server(env, home) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")
@@ -361,7 +293,7 @@ def test_keys_are_shown_once_and_webhook_deliveries_update_live(server: LiveServ
     expect(page.locator("tr[data-key]", has_text="production runtime")).to_contain_text("Revoked")
 
     page.click(".tabs >> text=Webhook")
-    page.fill("input[name=webhook_url]", f"http://127.0.0.1:{_free_port()}/hashee")
+    page.fill("input[name=webhook_url]", f"http://127.0.0.1:{free_port()}/hashee")
     page.click("text=Save webhook")
     expect(page.locator("[data-secret]")).to_contain_text("whsec_")
     first_secret = page.locator("[data-secret]").inner_text()

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ import psycopg
 import pytest
 
 from agents.management.commands.seed_demo import DEMO_PASSWORD
-from tests.e2e.test_portal_browser import LiveServer, _free_port, _venv_bin, _wait_healthy
+from tests.e2e.live import LiveServer, demo_server
 from tests.in_child import HANG_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,27 +82,8 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     home = tmp_path_factory.mktemp("redos-server")
     env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "PYTHONUNBUFFERED": "1",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40)}
-    setup = LiveServer(url="", env=env, alice_key="", bob_key="")
-    setup.manage("migrate", "--noinput", "-v0")
-    alice_key = setup.manage("seed_demo").strip().splitlines()[-1]
-    bob_key = setup.manage("create_api_key", "bob").strip().splitlines()[-1]
-    port = _free_port()
-    log = home / "uvicorn.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen([*_venv_bin("uvicorn"), "hashee.asgi:application", "--host", "127.0.0.1",
-                                    "--port", str(port), "--log-level", "warning"],
-                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process, log)
-        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()  # a worker frozen in a regex never handles SIGTERM
-            process.wait(timeout=5)
+    with demo_server(env, home) as live:
+        yield live
 
 
 def answered_while_healthy(server: LiveServer, request: Callable[[], httpx.Response]) -> httpx.Response:

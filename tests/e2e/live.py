@@ -1,0 +1,88 @@
+"""A real server process for end-to-end tests: uvicorn on 127.0.0.1 with the demo data."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_SECONDS = 60
+
+
+def _venv_bin(name: str) -> list[str]:
+    candidate = Path(sys.executable).parent / name
+    return [str(candidate)] if candidate.exists() else [sys.executable, "-m", name]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    url: str
+    env: dict[str, str]
+    alice_key: str
+    bob_key: str
+
+    def manage(self, *args: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    def api(self, key: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=15, trust_env=False)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"uvicorn exited early:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"uvicorn did not become healthy:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@contextmanager
+def demo_server(env: dict[str, str], home: Path) -> Iterator[LiveServer]:
+    """Migrate ``env``'s database, seed the demo (alice's and bob's keys) and serve it with
+    one uvicorn process until the block ends (killed if SIGTERM is not enough)."""
+    setup = LiveServer(url="", env=env, alice_key="", bob_key="")
+    setup.manage("migrate", "--noinput", "-v0")
+    alice_key = setup.manage("seed_demo").strip().splitlines()[-1]
+    bob_key = setup.manage("create_api_key", "bob").strip().splitlines()[-1]
+    port = free_port()
+    log = home / "uvicorn.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([*_venv_bin("uvicorn"), "hashee.asgi:application", "--host", "127.0.0.1",
+                                    "--port", str(port), "--log-level", "warning"],
+                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log)
+        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()  # e.g. a worker frozen in a regex never handles SIGTERM
+            process.wait(timeout=5)
