@@ -76,6 +76,9 @@ DETAIL_CODES: dict[str, str] = {
     "MANIFEST_SIZE_WARNING": "The canonical manifest is 65536 bytes or more.",
     "SCOPE_LABEL_FALLBACK_MISSING": "A non-preset scope has no label_fallback; clients will show its id.",
     "SCOPE_UNUSED": "A declared scope is used by no tool.",
+    "FALLBACK_TOO_LONG": "A label_fallback or description_fallback is over 500 characters; clients may cut it short.",
+    "FALLBACK_EMPTY": "A label_fallback or description_fallback is empty; clients show the i18n key or id.",
+    "I18N_KEY_TOO_LONG": "An i18n key is over 128 characters.",
 }
 
 # Tool-level codes inside tool responses and denial reasons (SPEC §2, §6).
