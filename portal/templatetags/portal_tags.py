@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from hashee.events import latest_event_id
-from portal.presentation import SENSITIVITY_TEXT, pointer_breaks, size_text
+from portal.presentation import SENSITIVITY_TEXT, fallback_text, pointer_breaks, size_text
 
 register = template.Library()
 
@@ -71,6 +71,7 @@ def shorthash(value: str | None) -> str:
 
 
 register.filter("pointer_breaks", pointer_breaks)
+register.filter("fallback_text", fallback_text)
 
 
 @register.simple_tag

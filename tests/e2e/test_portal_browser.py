@@ -473,6 +473,45 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
             assert box and box["x"] + box["width"] <= 390
 
 
+def test_long_fallback_texts_stay_readable_and_no_page_scrolls_sideways(server: LiveServer, browser: Browser,
+                                                                         contexts: list[BrowserContext]) -> None:
+    """SPEC §3 refuses no long text: the portal shows its first 500 characters (the owner was
+    warned), wrapped inside its box even when it is one word."""
+    manifest = copy.deepcopy(DEMO_MANIFEST)
+    manifest["tools"][0]["description_fallback"] = "T" * 60_000  # one word: nothing to wrap at
+    manifest["permission_scopes"].append({"id": "notes:read", "label_i18n_key": "agent.scope.notes.label",
+                                          "label_fallback": "L" * 2_000, "description_fallback": "D" * 60_000,
+                                          "sensitivity": "low"})
+    manifest["tools"].append({"name": "read_notes", "description_i18n_key": "agent.cap.notes.description",
+                              "input_schema": {"type": "object", "additionalProperties": False},
+                              "permission_scope": "notes:read"})
+    agent_id = publish(server, unique("Verbose"), manifest)
+    page = new_page(browser, contexts)
+    page.set_viewport_size({"width": 390, "height": 844})
+
+    def fits_and_reads(where: str, text: Any, letter: str) -> None:
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{where} is {width}px wide on a 390px screen"
+        assert text.text_content() == letter * 499 + "…"
+        box = text.bounding_box()
+        assert box and box["height"] < 400, f"{where}: the text is {box and box['height']}px tall"
+        # None of it is hidden: it wraps inside its box, and what is below the box scrolls into view.
+        assert text.evaluate("e => e.scrollWidth <= e.clientWidth + 1 && (e.scrollHeight <= e.clientHeight + 1"
+                             " || ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))"), where
+
+    log_in(page, server, "bob")
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
+    fits_and_reads("the consent page", page.locator("[data-scope='notes:read'] [data-scope-description]"), "D")
+    fits_and_reads("the consent page", page.locator("[data-scope='notes:read'] [data-scope-label]"), "L")
+    shoot(page, "16-consent-long-fallbacks-phone")
+
+    contexts[-1].clear_cookies()
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/{agent_id}/")
+    fits_and_reads("the agent's overview", page.locator(".tool-list [data-tool-description]").first, "T")
+    fits_and_reads("the agent's overview", page.locator("[data-scope='notes:read'] strong"), "L")
+
+
 def test_the_api_docs_render_without_the_internet(server: LiveServer, browser: Browser,
                                                   contexts: list[BrowserContext]) -> None:
     page = new_page(browser, contexts)
