@@ -4,20 +4,53 @@ Sockets authenticate with ``?token=hsk_…|hak_…`` (browsers cannot set header
 WebSocket), and uvicorn logs every socket's path with its query string ("WebSocket
 /ws/events?token=…" [accepted]), as its access log does for HTTP. This filter rewrites
 such lines before any handler sees them.
+
+A query is redacted as the application parses it, not by matching its raw text: the
+server percent-decodes parameter names (``?%74oken=`` is ``token``), so each parameter's
+name is decoded before it is compared, and a value that decodes to one of our secrets
+(``hsk_``, ``hak_``, ``hat_``, ``whsec_``) is redacted whatever its name.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote_plus
 
-TOKEN = re.compile(r"([?&]token=)[^&\s\"']+")
-REDACTED = r"\1[redacted]"
-SERVER_LOGGERS = ("uvicorn.error", "uvicorn.access", "daphne.server", "daphne.http_protocol", "daphne.ws_protocol")
+# Names a credential travels under in a query string (compared decoded, case-insensitively).
+SECRET_NAMES = frozenset({
+    "token", "access_token", "refresh_token", "id_token", "subject_token", "actor_token",
+    "api_key", "apikey", "key", "secret", "client_secret", "password", "authorization",
+})
+SECRET_PREFIXES = ("hsk_", "hak_", "hat_", "whsec_")
+REDACTED = "[redacted]"
+# Where a query string sits in a log line: after a "?", up to a space, a quote or a fragment.
+# (This only finds the query; which of its parameters are secret is decided by parsing it.)
+_QUERY = re.compile(r"\?([^\s\"'#]*)")
+SERVER_LOGGERS = ("uvicorn.error", "uvicorn.access", "daphne.server", "daphne.http_protocol", "daphne.ws_protocol",
+                  "django.server")
 
 
 def redact(text: str) -> str:
-    return TOKEN.sub(REDACTED, text)
+    """``text`` with the value of every secret query parameter replaced by [redacted]."""
+    return _QUERY.sub(lambda match: "?" + redact_query(match.group(1)), text) if "?" in text else text
+
+
+def redact_query(query: str) -> str:
+    """A raw query string with secret values redacted; everything else kept byte for byte."""
+    return "&".join(_redact_parameter(pair) for pair in query.split("&"))
+
+
+def _redact_parameter(pair: str) -> str:
+    name, equals, value = pair.partition("=")
+    decoded_name = unquote_plus(name).strip().lower()
+    if decoded_name in SECRET_NAMES or _is_secret(decoded_name) or _is_secret(unquote_plus(value)):
+        return f"{name}{equals}{REDACTED}" if equals else REDACTED
+    return pair
+
+
+def _is_secret(text: str) -> bool:
+    return text.strip().lower().startswith(SECRET_PREFIXES)
 
 
 class RedactTokens(logging.Filter):
