@@ -26,9 +26,11 @@ from django.urls import get_resolver  # noqa: E402
 
 from hashee import logredact  # noqa: E402
 from hashee.asgi_limits import BodySizeLimit  # noqa: E402
+from hashee.checks import refuse_to_serve  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
 from hashee.routing import websocket_urlpatterns  # noqa: E402
 
+refuse_to_serve()  # e.g. the public development SECRET_KEY with DEBUG off
 logredact.install()  # socket tokens travel in query strings, which the server logs
 
 django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)

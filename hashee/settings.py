@@ -30,11 +30,24 @@ def envlist(name: str, default: str) -> list[str]:
 
 
 DEBUG = envbool("DJANGO_DEBUG", "0")
-# Only the embedded default may fall back to a fixed key; a system check refuses it
-# when DEBUG is off (hashee.checks).
+# Only the embedded default may fall back to a fixed key; with DEBUG off it is an error of
+# `manage.py check --deploy`, and the ASGI application refuses to start (hashee.checks).
 INSECURE_DEV_SECRET_KEY = "dev-insecure-hashee-secret-key-change-me-0123456789abcdef"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", INSECURE_DEV_SECRET_KEY)
 ALLOWED_HOSTS = envlist("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# Served over https (the public URL says so) and not in development: the session and CSRF
+# cookies travel only over https, and browsers are told to use nothing else (HSTS).
+# SecurityMiddleware sends HSTS on secure requests only: behind a TLS-terminating proxy the
+# worker learns the scheme from uvicorn's --proxy-headers (with --forwarded-allow-ips), or
+# from X-Forwarded-Proto if HASHEE_TRUST_X_FORWARDED_PROTO is set, which is safe only when
+# every request reaches the workers through a proxy that overwrites that header.
+SERVES_HTTPS = not DEBUG and HASHEE_PUBLIC_URL.lower().startswith("https://")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SERVES_HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("HASHEE_HSTS_SECONDS", "31536000")) if SERVES_HTTPS else 0
+if envbool("HASHEE_TRUST_X_FORWARDED_PROTO", "0"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -192,7 +205,6 @@ SPECTACULAR_SETTINGS = {
 
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
-HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -139,6 +140,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}", DJANGO_ALLOWED_HOSTS="127.0.0.1",
+               DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
                PYTHONUNBUFFERED="1", HASHEE_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT))
     log = (tmp / "uvicorn.log").open("wb")
     process = subprocess.Popen(
