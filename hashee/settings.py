@@ -170,6 +170,10 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # (hashee.asgi_limits for ASGI; the JSON parser for everything else).
 MAX_REQUEST_BODY_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_BODY_BYTES", str(1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+# Requests with more headers, or more bytes of header names and values, are refused with
+# 431 before Django sees them (hashee.asgi_limits; uvicorn's parser sets no limit).
+MAX_REQUEST_HEADERS = int(os.environ.get("HASHEE_MAX_REQUEST_HEADERS", "100"))
+MAX_REQUEST_HEADER_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_HEADER_BYTES", "16384"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
