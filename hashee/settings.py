@@ -207,6 +207,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Login attempts (portal and admin) per client address and per username, as django-ratelimit
+# rates: count/period (hashee.login_throttle).
+HASHEE_LOGIN_RATE_PER_IP = os.environ.get("HASHEE_LOGIN_RATE_PER_IP", "50/15m")
+HASHEE_LOGIN_RATE_PER_USERNAME = os.environ.get("HASHEE_LOGIN_RATE_PER_USERNAME", "10/15m")
+
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")

@@ -7,9 +7,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from hashee import views
 from hashee.events_api import EventListView
+from hashee.login_throttle import ThrottledAdminLoginForm, refused_with_429
+
+# The admin's login is throttled like the portal's (hashee.login_throttle).
+admin.site.login_form = ThrottledAdminLoginForm
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/portal/", permanent=False)),
+    path("admin/login/", refused_with_429(admin.site.login)),
     path("admin/", admin.site.urls),
     path("portal/", include("portal.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
