@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from hashee import views
 from hashee.events_api import EventListView
@@ -18,7 +18,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("portal/", include("portal.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html"),
+         name="api-docs"),
     path("healthz", views.healthz, name="healthz"),
     path("api/ping", views.PingView.as_view(), name="ping"),
     path("events", EventListView.as_view(), name="events"),

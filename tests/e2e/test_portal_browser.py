@@ -93,7 +93,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     home = tmp_path_factory.mktemp("portal-e2e")
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
+           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1",
+           # Every test logs its personas in again from 127.0.0.1; the throttle is tested elsewhere.
+           "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m"}
     env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
     setup = LiveServer(url="", env=env, alice_key="", bob_key="")
     setup.manage("migrate", "--noinput", "-v0")
@@ -510,6 +512,52 @@ def test_long_fallback_texts_stay_readable_and_no_page_scrolls_sideways(server: 
     page.goto(f"{server.url}/portal/agents/{agent_id}/")
     fits_and_reads("the agent's overview", page.locator(".tool-list [data-tool-description]").first, "T")
     fits_and_reads("the agent's overview", page.locator("[data-scope='notes:read'] strong"), "L")
+
+
+def test_no_page_breaks_the_content_security_policy(server: LiveServer, browser: Browser,
+                                                     contexts: list[BrowserContext]) -> None:
+    """Every kind of page, the admin's and the API docs included, runs under the policy
+    (no inline script or style, nothing from elsewhere) without the browser refusing anything."""
+    agent_id = publish(server, unique("Strict"), copy.deepcopy(DEMO_MANIFEST))
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+    page = new_page(browser, contexts)
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    policies: list[str | None] = []
+    page.on("response", lambda response: policies.append(response.headers.get("content-security-policy"))
+            if response.request.resource_type == "document" else None)
+
+    log_in(page, server, "alice")
+    for path in ("", "discover/", "connections/", "keys/", f"agents/{agent_id}/", f"agents/{agent_id}/versions/",
+                 f"agents/{agent_id}/versions/2/", f"agents/{agent_id}/diff/?from=1&to=2",
+                 f"agents/{agent_id}/keys/", f"agents/{agent_id}/settings/", f"discover/{agent_id}/"):
+        page.goto(f"{server.url}/portal/{path}")
+    wait_live(page)  # the socket connects under connect-src
+    page.goto(f"{server.url}/portal/agents/{agent_id}/manifest/")
+    invalid = copy.deepcopy(DEMO_MANIFEST)
+    invalid["tools"][0]["name"] = "Read File"
+    page.fill("textarea[name=capability_manifest]", manifest_text(invalid))
+    mark = page.locator(".mark").first
+    expect(mark).to_be_visible()  # placed at its line by a style the policy allows
+    assert mark.evaluate("e => e.style.top") != ""
+    page.fill("textarea[name=capability_manifest]", manifest_text(DEMO_MANIFEST))  # back to v1: a preview
+    expect(page.locator("[data-verdict]")).to_be_visible()
+
+    contexts[-1].clear_cookies()
+    page.goto(f"{server.url}/admin/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.click("input[type=submit]")
+    for path in ("", "agents/agent/", f"agents/agent/{agent_id}/change/",
+                 f"agents/agent/{agent_id}/compare/?from=1&to=2"):
+        page.goto(f"{server.url}/admin/{path}")
+    page.goto(f"{server.url}/api/docs/")
+    expect(page.locator(".opblock-summary-path", has_text="/agents/{agent_id}/manifest/diff")).to_be_visible()
+
+    assert refused == []
+    assert policies and all(p and "script-src 'self'" in p and "style-src 'self'" in p for p in policies), policies
 
 
 def test_the_api_docs_render_without_the_internet(server: LiveServer, browser: Browser,
