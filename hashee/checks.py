@@ -19,7 +19,7 @@ def check_secret_key(app_configs: Any, **kwargs: Any) -> list[Any]:
     if not settings.DEBUG and settings.SECRET_KEY == settings.INSECURE_DEV_SECRET_KEY:
         return [Error("DJANGO_SECRET_KEY is not set: the development key is public, so sessions could be forged.",
                       hint="Set DJANGO_SECRET_KEY to a long random secret (the same on every worker), "
-                           "or DJANGO_DEBUG=1 on a development machine.", id="hashee.E002")]
+                           "or DJANGO_DEBUG=1 on a development machine.", id="hashee.E004")]
     return []
 
 

@@ -7,8 +7,10 @@ such lines before any handler sees them.
 
 A query is redacted as the application parses it, not by matching its raw text: the
 server percent-decodes parameter names (``?%74oken=`` is ``token``), so each parameter's
-name is decoded before it is compared, and a value that decodes to one of our secrets
-(``hsk_``, ``hak_``, ``hat_``, ``whsec_``) is redacted whatever its name.
+name is decoded before it is compared (``token``, any ``…_token`` such as OAuth's
+``access_token`` and ``subject_token``, and the other names below), and a value that
+decodes to one of our secrets (``hsk_``, ``hak_``, ``hat_``, ``whsec_``) is redacted
+whatever its name. One of our secrets anywhere else in a line is redacted too.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import logging
 import re
 from urllib.parse import unquote_plus
 
-# Names a credential travels under in a query string (compared decoded, case-insensitively).
-SECRET_NAMES = frozenset({
-    "token", "access_token", "refresh_token", "id_token", "subject_token", "actor_token",
-    "api_key", "apikey", "key", "secret", "client_secret", "password", "authorization",
-})
+# Names a credential travels under in a query string (compared decoded, case-insensitively),
+# besides any name ending in "_token".
+SECRET_NAMES = frozenset({"token", "api_key", "apikey", "key", "secret", "client_secret", "password",
+                          "authorization"})
 SECRET_PREFIXES = ("hsk_", "hak_", "hat_", "whsec_")
 REDACTED = "[redacted]"
+# Our secrets as they appear in clear (keys, tokens, webhook secrets), outside a query too.
+SECRET = re.compile(r"\b(hsk|hak|hat|whsec)_[A-Za-z0-9_-]{16,}")
 # Where a query string sits in a log line: after a "?", up to a space, a quote or a fragment.
 # (This only finds the query; which of its parameters are secret is decided by parsing it.)
 _QUERY = re.compile(r"\?([^\s\"'#]*)")
@@ -32,8 +35,10 @@ SERVER_LOGGERS = ("uvicorn.error", "uvicorn.access", "daphne.server", "daphne.ht
 
 
 def redact(text: str) -> str:
-    """``text`` with the value of every secret query parameter replaced by [redacted]."""
-    return _QUERY.sub(lambda match: "?" + redact_query(match.group(1)), text) if "?" in text else text
+    """``text`` with the value of every secret query parameter, and any secret of ours, redacted."""
+    if "?" in text:
+        text = _QUERY.sub(lambda match: "?" + redact_query(match.group(1)), text)
+    return SECRET.sub(r"\1_" + REDACTED, text)
 
 
 def redact_query(query: str) -> str:
@@ -44,7 +49,8 @@ def redact_query(query: str) -> str:
 def _redact_parameter(pair: str) -> str:
     name, equals, value = pair.partition("=")
     decoded_name = unquote_plus(name).strip().lower()
-    if decoded_name in SECRET_NAMES or _is_secret(decoded_name) or _is_secret(unquote_plus(value)):
+    if (decoded_name in SECRET_NAMES or decoded_name.endswith("_token") or _is_secret(decoded_name)
+            or _is_secret(unquote_plus(value))):
         return f"{name}{equals}{REDACTED}" if equals else REDACTED
     return pair
 

@@ -50,6 +50,9 @@ def test_the_servers_loggers_redact_their_arguments(caplog: pytest.LogCaptureFix
     # One of our secrets is redacted under any name, encoded or not, or with no name at all.
     ("/x?q=%68sk_a&page=2", "/x?q=[redacted]&page=2"),
     ("/x?hak_abc", "/x?[redacted]"),
+    ("/events/stream?refresh%5Ftoken=r1&since=4", "/events/stream?refresh%5Ftoken=[redacted]&since=4"),
+    # ... and one of our secrets anywhere in a line, outside a query too.
+    ("Bearer hat_0123456789abcdefXYZ used", "Bearer hat_[redacted] used"),
     # Nothing else changes.
     ("/agents?q=tokens&owner=me", "/agents?q=tokens&owner=me"),
     ("/x?tokenizer=1&a=b=c&&", "/x?tokenizer=1&a=b=c&&"),

@@ -64,19 +64,19 @@ def a_key() -> str:
 def test_the_development_key_with_debug_off_fails_check_deploy(tmp_path: Path) -> None:
     code, ids = check_deploy(environment(tmp_path))
 
-    assert code != 0 and "hashee.E002" in ids
+    assert code != 0 and "hashee.E004" in ids
 
 
 def test_a_development_machine_or_a_real_key_passes_the_key_check(tmp_path: Path) -> None:
-    assert "hashee.E002" not in check_deploy(environment(tmp_path, DJANGO_DEBUG="1"))[1]
-    assert "hashee.E002" not in check_deploy(environment(tmp_path, DJANGO_SECRET_KEY=a_key()))[1]
+    assert "hashee.E004" not in check_deploy(environment(tmp_path, DJANGO_DEBUG="1"))[1]
+    assert "hashee.E004" not in check_deploy(environment(tmp_path, DJANGO_SECRET_KEY=a_key()))[1]
 
 
 def test_the_server_refuses_to_start_with_the_development_key(tmp_path: Path) -> None:
     done = run(environment(tmp_path), "-m", "uvicorn", "hashee.asgi:application", "--port", "0")
 
     assert done.returncode != 0
-    assert "hashee.E002" in done.stderr and "DJANGO_SECRET_KEY" in done.stderr
+    assert "hashee.E004" in done.stderr and "DJANGO_SECRET_KEY" in done.stderr
 
 
 def test_an_https_public_url_makes_cookies_secure_and_sends_hsts(tmp_path: Path) -> None:
