@@ -16,7 +16,8 @@ As a library::
         d.ws_urls   # ["ws://127.0.0.1:P1", "ws://127.0.0.1:P2"]
 
 The environment passes through (``env=`` overrides or adds variables), plus
-``DJANGO_ALLOWED_HOSTS=127.0.0.1,localhost`` and ``HASHEE_WEBHOOK_ALLOW_PRIVATE=1``.
+``DJANGO_ALLOWED_HOSTS=127.0.0.1,localhost`` and ``HASHEE_WEBHOOK_ALLOW_PRIVATE=1``, and
+a random ``DJANGO_SECRET_KEY`` shared by the workers unless one is set.
 ``DATABASE_URL`` and ``REDIS_URL`` are required: several workers need a shared database
 and a shared channel layer. ``manage.py migrate --noinput`` runs first. Workers' output
 goes to ``worker-<i>.log`` under ``log_dir`` (a fresh temporary directory by default).
@@ -30,6 +31,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -156,6 +158,8 @@ class Deployment:
             raise ValueError("workers must be at least 1")
         self.workers_wanted = workers
         self.env = {**os.environ, **(env or {}), **FIXED_ENV, "PYTHONUNBUFFERED": "1"}
+        # Workers refuse the public development key with DEBUG off; they need one key together.
+        self.env.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
         missing = [name for name in REQUIRED if not self.env.get(name)]
         if missing:
             raise DeploymentError(

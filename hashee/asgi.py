@@ -25,18 +25,20 @@ from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 from hashee import logredact  # noqa: E402
-from hashee.asgi_limits import BodySizeLimit  # noqa: E402
+from hashee.asgi_limits import BodySizeLimit, RequestHeaderLimit  # noqa: E402
+from hashee.checks import refuse_to_serve  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
 from hashee.routing import websocket_urlpatterns  # noqa: E402
 
+refuse_to_serve()  # e.g. the public development SECRET_KEY with DEBUG off
 logredact.install()  # socket tokens travel in query strings, which the server logs
 
 django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)
 
-application = ProtocolTypeRouter({
+application = RequestHeaderLimit(ProtocolTypeRouter({
     "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
-})
+}), max_count=settings.MAX_REQUEST_HEADERS, max_bytes=settings.MAX_REQUEST_HEADER_BYTES)
 
 # Import every view now, then exempt all that is loaded (it lives as long as the process)
 # from garbage collection: otherwise each full collection walks those ~100,000 objects

@@ -1,4 +1,9 @@
-"""ASGI middleware that refuses oversized request bodies before Django buffers them.
+"""ASGI middleware that refuses oversized requests: headers, then bodies before Django buffers them.
+
+uvicorn's default HTTP parser (httptools) sets no limit on a request's headers: a request
+with 10,000 headers or a 1 MB cookie reaches the application (a proxy in front bounds
+them first; see deploy/README.md). RequestHeaderLimit answers such a request 431 before
+Django parses any of it, and closes such a socket handshake.
 
 Django's ASGI handler reads the whole body (to a spooled file) before any view runs,
 so a 100 MB body would be read in full; this stops at the limit instead. A body that
@@ -28,6 +33,26 @@ class BodyTooLargeError(Exception):
 
 class BodyTimeoutError(Exception):
     pass
+
+
+class RequestHeaderLimit:
+    def __init__(self, app: ASGIApp, *, max_count: int, max_bytes: int) -> None:
+        self.app = app
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = scope.get("headers", [])
+        if scope["type"] not in ("http", "websocket") or (
+                len(headers) <= self.max_count and sum(len(k) + len(v) for k, v in headers) <= self.max_bytes):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await receive()  # websocket.connect; closing now refuses the handshake
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await _send_error(send, 431, "REQUEST_HEADERS_TOO_LARGE",
+                              f"The request has more than {self.max_count} headers or more than "
+                              f"{self.max_bytes} bytes of them.")
 
 
 def _default_body_timeout() -> float:
@@ -78,16 +103,17 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send, status: int = 413, code: str = "REQUEST_TOO_LARGE",
                       message: str | None = None) -> None:
-        body = json.dumps({"error": {
-            "code": code,
-            "message": message or f"The request body is larger than {self.max_bytes} bytes.",
-            "details": [],
-        }}).encode()
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_error(send, status, code, message or f"The request body is larger than {self.max_bytes} bytes.")
+
+
+async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+    """The SPEC §2 error body, and the connection closed."""
+    body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:

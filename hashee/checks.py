@@ -5,18 +5,31 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register, run_checks
 from django.core.exceptions import ImproperlyConfigured
 
 from hashee.platform_key import platform_private_jwk
 
+# Checks that must pass before a server serves anyone: `manage.py check --deploy` reports
+# them, and the ASGI application refuses to start on their errors (refuse_to_serve).
+SERVING = "hashee-serving"
 
-@register()
+
+@register(SERVING, Tags.security, deploy=True)
 def check_secret_key(app_configs: Any, **kwargs: Any) -> list[Any]:
+    # Anyone can read the development key in the source: with it they could forge sessions.
     if not settings.DEBUG and settings.SECRET_KEY == settings.INSECURE_DEV_SECRET_KEY:
-        return [Warning("DJANGO_SECRET_KEY is not set; using the development key.",
-                        hint="Set DJANGO_SECRET_KEY in production.", id="hashee.W001")]
+        return [Error("DJANGO_SECRET_KEY is not set: the development key is public, so sessions could be forged.",
+                      hint="Set DJANGO_SECRET_KEY to a long random secret (the same on every worker), "
+                           "or DJANGO_DEBUG=1 on a development machine.", id="hashee.E004")]
     return []
+
+
+def refuse_to_serve() -> None:
+    """Raise ImproperlyConfigured if a serving check has an error (at server start-up)."""
+    errors = [m for m in run_checks(tags=[SERVING], include_deployment_checks=True) if m.is_serious()]
+    if errors:
+        raise ImproperlyConfigured("; ".join(f"{m.id}: {m.msg} {m.hint or ''}".strip() for m in errors))
 
 
 @register()

@@ -35,6 +35,7 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("NOT_ACCEPTABLE", 406, "The Accept header asks for a representation the route cannot give."),
     ErrorCode("UNSUPPORTED_MEDIA_TYPE", 415, "The request body must be application/json."),
     ErrorCode("REQUEST_TOO_LARGE", 413, "The request body is larger than the server accepts (1 MiB by default); it is refused before being read in full."),
+    ErrorCode("REQUEST_HEADERS_TOO_LARGE", 431, "The request has more headers, or more bytes of them, than the server accepts (100 headers, 16 KiB by default)."),
     ErrorCode("REQUEST_TIMEOUT", 408, "The request body did not arrive in full in time (30 s by default); the connection is closed."),
     ErrorCode("RELATION_EXISTS", 409, "A live relation already links this user and agent."),
     ErrorCode("SCOPE_NOT_DECLARED", 400, "A granted scope is not declared in the agent's current manifest."),
@@ -82,6 +83,9 @@ DETAIL_CODES: dict[str, str] = {
     "SCOPE_LABEL_FALLBACK_MISSING": "A non-preset scope has no label_fallback; clients will show its id.",
     "SCOPE_UNUSED": "A declared scope is used by no tool.",
     "AGENT_VERSION_NOT_BUMPED": "A breaking change keeps agent_version's major version (the minor one below 1.0.0).",
+    "FALLBACK_TOO_LONG": "A label_fallback or description_fallback is over 500 characters; clients may cut it short.",
+    "FALLBACK_EMPTY": "A label_fallback or description_fallback is empty; clients show the i18n key or id.",
+    "I18N_KEY_TOO_LONG": "An i18n key is over 128 characters.",
 }
 
 # Tool-level codes inside tool responses and denial reasons (SPEC §2, §6).

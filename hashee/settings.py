@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -30,11 +31,24 @@ def envlist(name: str, default: str) -> list[str]:
 
 
 DEBUG = envbool("DJANGO_DEBUG", "0")
-# Only the embedded default may fall back to a fixed key; a system check refuses it
-# when DEBUG is off (hashee.checks).
+# Only the embedded default may fall back to a fixed key; with DEBUG off it is an error of
+# `manage.py check --deploy`, and the ASGI application refuses to start (hashee.checks).
 INSECURE_DEV_SECRET_KEY = "dev-insecure-hashee-secret-key-change-me-0123456789abcdef"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", INSECURE_DEV_SECRET_KEY)
 ALLOWED_HOSTS = envlist("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
+HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# Served over https (the public URL says so) and not in development: the session and CSRF
+# cookies travel only over https, and browsers are told to use nothing else (HSTS).
+# SecurityMiddleware sends HSTS on secure requests only: behind a TLS-terminating proxy the
+# worker learns the scheme from uvicorn's --proxy-headers (with --forwarded-allow-ips), or
+# from X-Forwarded-Proto if HASHEE_TRUST_X_FORWARDED_PROTO is set, which is safe only when
+# every request reaches the workers through a proxy that overwrites that header.
+SERVES_HTTPS = not DEBUG and HASHEE_PUBLIC_URL.lower().startswith("https://")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SERVES_HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("HASHEE_HSTS_SECONDS", "31536000")) if SERVES_HTTPS else 0
+if envbool("HASHEE_TRUST_X_FORWARDED_PROTO", "0"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -47,6 +61,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served from here, not from a CDN
     "channels",
+    "csp",
     "hashee",
     "agents",
     "relations",
@@ -56,6 +71,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "hashee.static.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -65,6 +81,16 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Pages run only our own scripts and styles, from files (no inline script, style or style
+# attribute; the API docs use drf-spectacular's split view for the same reason), and talk only
+# to this origin (WebSockets included). A script injected into a page could neither run nor
+# send anything elsewhere.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "data:"],
+    "font-src": [SELF], "connect-src": [SELF], "object-src": [NONE], "base-uri": [SELF], "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}}
 
 ROOT_URLCONF = "hashee.urls"
 ASGI_APPLICATION = "hashee.asgi.application"
@@ -157,6 +183,10 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # (hashee.asgi_limits for ASGI; the JSON parser for everything else).
 MAX_REQUEST_BODY_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_BODY_BYTES", str(1024 * 1024)))
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
+# Requests with more headers, or more bytes of header names and values, are refused with
+# 431 before Django sees them (hashee.asgi_limits; uvicorn's parser sets no limit).
+MAX_REQUEST_HEADERS = int(os.environ.get("HASHEE_MAX_REQUEST_HEADERS", "100"))
+MAX_REQUEST_HEADER_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_HEADER_BYTES", "16384"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -191,9 +221,13 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Login attempts (portal and admin) per client address and per username, as django-ratelimit
+# rates: count/period (hashee.login_throttle).
+HASHEE_LOGIN_RATE_PER_IP = os.environ.get("HASHEE_LOGIN_RATE_PER_IP", "50/15m")
+HASHEE_LOGIN_RATE_PER_USERNAME = os.environ.get("HASHEE_LOGIN_RATE_PER_USERNAME", "10/15m")
+
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
-HASHEE_PUBLIC_URL = os.environ.get("HASHEE_PUBLIC_URL", "http://127.0.0.1:8000")
 # A private Ed25519 JWK (JSON) that signs agent cards; unset → derived from SECRET_KEY.
 HASHEE_PLATFORM_SIGNING_KEY = os.environ.get("HASHEE_PLATFORM_SIGNING_KEY", "")
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")

@@ -13,9 +13,10 @@ from typing import Any
 
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from hashee.core.manifest import SENSITIVITY_ORDER
+from hashee.core.manifest import FALLBACK_MAX_LENGTH, SENSITIVITY_ORDER
 
 PRESET_SCOPE_TEXT: dict[str, tuple[Any, Any]] = {
     "notification:send": (_("Send system notifications"),
@@ -95,19 +96,28 @@ class ScopeGroup:
     scopes: list[ScopeView]
 
 
+def fallback_text(text: Any) -> str:
+    """An owner's fallback text as the portal shows it: at most its first 500 characters.
+
+    SPEC §3 sets no limit (a longer text is the FALLBACK_TOO_LONG warning, which says so), and
+    a browser takes seconds to lay out tens of thousands of characters wrapped in a narrow box.
+    """
+    return Truncator(str(text or "")).chars(FALLBACK_MAX_LENGTH)
+
+
 def scope_label(scope: dict[str, Any]) -> str:
     """A preset's translated label, else ``label_fallback``, else the id."""
     preset = PRESET_SCOPE_TEXT.get(scope.get("id", ""))
     if preset is not None:
         return str(preset[0])
-    return str(scope.get("label_fallback") or scope.get("id", ""))
+    return fallback_text(scope.get("label_fallback")) or str(scope.get("id", ""))
 
 
 def scope_description(scope: dict[str, Any]) -> str:
     preset = PRESET_SCOPE_TEXT.get(scope.get("id", ""))
     if preset is not None:
         return str(preset[1])
-    return str(scope.get("description_fallback") or "")
+    return fallback_text(scope.get("description_fallback"))
 
 
 def preset_texts() -> dict[str, str]:
@@ -127,7 +137,7 @@ def scope_views(manifest: dict[str, Any] | None, counts: dict[str, dict[str, int
     views = []
     for scope in manifest.get("permission_scopes", []):
         scope_id = scope["id"]
-        tools = [{"name": t["name"], "description": str(t.get("description_fallback") or "")}
+        tools = [{"name": t["name"], "description": fallback_text(t.get("description_fallback"))}
                  for t in manifest.get("tools", []) if t.get("permission_scope") == scope_id]
         count = counts.get(scope_id, {})
         views.append(ScopeView(id=scope_id, label=scope_label(scope), description=scope_description(scope),

@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.i18n import set_language
 
+from hashee.login_throttle import portal_login_view
 from portal import consent, devices, integrations, live, views
 
 app_name = "portal"
@@ -11,7 +12,7 @@ app_name = "portal"
 urlpatterns = [
     path("", views.home, name="home"),
     path("agents/", views.dashboard, name="dashboard"),
-    path("login/", auth_views.LoginView.as_view(template_name="portal/login.html", redirect_authenticated_user=True),
+    path("login/", portal_login_view(template_name="portal/login.html", redirect_authenticated_user=True),
          name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="portal:login"), name="logout"),
     path("language/", set_language, name="set-language"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hashee.core.canonical import canonicalize
+
 
 def breaking(manifest: dict[str, Any]) -> dict[str, Any]:
     """Narrow read_file's path (maxLength 1024 → 64) and raise filesystem:read to high."""
@@ -13,3 +15,12 @@ def breaking(manifest: dict[str, Any]) -> dict[str, Any]:
     changed["tools"][0]["input_schema"]["properties"]["path"]["maxLength"] = 64
     changed["permission_scopes"][0]["sensitivity"] = "high"
     return changed
+
+
+def padded_by_a_fallback(manifest: dict[str, Any], size: int) -> dict[str, Any]:
+    """``manifest`` whose first tool's description_fallback brings it to ``size`` canonical bytes."""
+    padded = copy.deepcopy(manifest)
+    padded["tools"][0]["description_fallback"] = ""
+    padded["tools"][0]["description_fallback"] = "x" * (size - len(canonicalize(padded)))
+    assert len(canonicalize(padded)) == size
+    return padded

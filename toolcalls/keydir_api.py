@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import Agent
+from agents.selectors import agent_get_visible
 from hashee.api import IsUser, json_body
 from hashee.auth import AgentPrincipal
 from hashee.errors import HasheeError
@@ -228,11 +229,15 @@ class DeviceKeyApproveView(APIView):
                                                            approval=approval)))
 
 
-def _agent(agent_id: Any) -> Agent:
+def _agent(principal: Any, agent_id: Any) -> Agent:
+    """The agent, as its other reads show it: a paused agent is 404 to all but its owner and
+    staff (agents.selectors), and to its own runtime, which may still manage its keys."""
     agent = Agent.objects.filter(pk=agent_id).first()
     if agent is None:
         raise HasheeError("NOT_FOUND", "No such agent.")
-    return agent
+    if _is_the_agent(principal, agent):
+        return agent
+    return agent_get_visible(agent_id=agent.pk, user=principal)
 
 
 def _is_the_agent(principal: Any, agent: Agent) -> bool:
@@ -250,7 +255,7 @@ class AgentKeyListCreateView(APIView):
                                                                404: ERROR},
                    description="The agent's live runtime keys (the agent itself or its owner).")
     def get(self, request: Request, agent_id: str) -> Response:
-        agent = _agent(agent_id)
+        agent = _agent(request.user, agent_id)
         if not (_is_the_agent(request.user, agent) or _is_the_owner(request.user, agent)):
             raise HasheeError("FORBIDDEN", "Only the agent or its owner may list its keys.")
         return Response(_agent_keys(agent.pk))
@@ -265,7 +270,7 @@ class AgentKeyListCreateView(APIView):
                     "that verifies); publishing the same key again with a new signature replaces it.",
     )
     def post(self, request: Request, agent_id: str) -> Response:
-        agent = _agent(agent_id)
+        agent = _agent(request.user, agent_id)
         if not _is_the_agent(request.user, agent):
             raise HasheeError("FORBIDDEN", "Only this agent's own key (hak_) may publish its keys.")
         key, created = agent_key_register(agent=agent, **_valid(AgentKeyInput, request))
@@ -278,7 +283,7 @@ class AgentKeyDetailView(APIView):
     @extend_schema(operation_id="agents_keys_revoke", responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
                    description="Revoke one of the agent's keys (the agent itself or its owner).")
     def delete(self, request: Request, agent_id: str, key_id: str) -> Response:
-        agent = _agent(agent_id)
+        agent = _agent(request.user, agent_id)
         if not (_is_the_agent(request.user, agent) or _is_the_owner(request.user, agent)):
             raise HasheeError("FORBIDDEN", "Only the agent or its owner may revoke its keys.")
         agent_key_revoke(agent=agent, key_id=key_id)

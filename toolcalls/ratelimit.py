@@ -50,4 +50,7 @@ def tool_call_take(*, request: Any, agent_id: Any) -> Usage:
     now = int(time.time())
     if usage is None:  # rate limiting disabled by settings
         return Usage(limit=settings.HASHEE_TOOL_CALLS_PER_MINUTE, count=0, reset_epoch=now + 60)
-    return Usage(limit=usage["limit"], count=usage["count"], reset_epoch=now + int(usage["time_left"]))
+    # time_left counts to the window's last second, which still belongs to it
+    # (django_ratelimit.core._get_window): the next window begins one second later. Taking
+    # ``now`` after the count can only name a later second, never an earlier one.
+    return Usage(limit=usage["limit"], count=usage["count"], reset_epoch=now + int(usage["time_left"]) + 1)

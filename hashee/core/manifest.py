@@ -9,8 +9,11 @@ Decisions where SPEC §3 is silent:
   ``NOT_CANONICALIZABLE`` at that value and every other violation; size and hash are None.
 * ``REQUIRED`` points at the missing member (``/tools/0/name``), not at its parent.
 * ``timeout_ms`` must be a JSON integer: ``5000.0`` and ``true`` are ``INVALID_TYPE``.
-* Fallback texts are 1..500 characters and i18n keys at most 128 (``TOO_LONG``); an
-  empty fallback is ``INVALID_VALUE``.
+* Texts have no length rule in SPEC §3, and no rule beyond its list rejects a manifest, so
+  what clients would rather not show is a warning: a fallback text over 500 characters
+  (``FALLBACK_TOO_LONG``; the portal clamps it), an empty fallback (``FALLBACK_EMPTY``;
+  clients show the i18n key or scope id instead), an i18n key over 128 characters
+  (``I18N_KEY_TOO_LONG``). The size cap bounds them all.
 * Errors and warnings are sorted by pointer (array indexes numerically), then code.
 """
 
@@ -299,18 +302,20 @@ def _check_texts(obj: dict[str, Any], path: str, keys: tuple[str, ...], report: 
         value = _string_member(obj, key, path, report)
         if value is None:
             continue
-        if len(value) > I18N_KEY_MAX_LENGTH:
-            report.error(f"{path}/{key}", "TOO_LONG", f"{key} is longer than {I18N_KEY_MAX_LENGTH} characters.")
-        elif not _I18N_KEY.fullmatch(value):
+        if not _I18N_KEY.fullmatch(value):
             message = f"{key} {_quote(value)} must be dotted lowercase words such as agent.cap.read_file.label."
             report.error(f"{path}/{key}", "PATTERN_MISMATCH", message)
+        elif len(value) > I18N_KEY_MAX_LENGTH:
+            message = f"{key} is {len(value)} characters; translation tables expect at most {I18N_KEY_MAX_LENGTH}."
+            report.warn(f"{path}/{key}", "I18N_KEY_TOO_LONG", message)
     for key in ("label_fallback", "description_fallback"):
         value = _string_member(obj, key, path, report)
         if value == "":
-            report.error(f"{path}/{key}", "INVALID_VALUE", f"{key} must not be empty.")
+            report.warn(f"{path}/{key}", "FALLBACK_EMPTY", f"{key} is empty; clients will show the key or id instead.")
         elif value is not None and len(value) > FALLBACK_MAX_LENGTH:
-            message = f"{key} is {len(value)} characters; at most {FALLBACK_MAX_LENGTH} are allowed."
-            report.error(f"{path}/{key}", "TOO_LONG", message)
+            message = (f"{key} is {len(value)} characters; clients may cut it short after "
+                       f"{FALLBACK_MAX_LENGTH}, so the first ones should say what matters.")
+            report.warn(f"{path}/{key}", "FALLBACK_TOO_LONG", message)
 
 
 def _check_tools(manifest: dict[str, Any], declared: set[str], report: _Report) -> set[str]:

@@ -11,8 +11,6 @@ from typing import Any
 from hashee.core.manifest import (
     CAPABILITY_FLAGS,
     DEFAULT_TIMEOUT_MS,
-    FALLBACK_MAX_LENGTH,
-    I18N_KEY_MAX_LENGTH,
     I18N_KEY_PATTERN,
     MAX_TIMEOUT_MS,
     PRESET_SCOPES,
@@ -34,6 +32,8 @@ _SCHEMA_DESCRIPTION = (
     "permission_scopes[].id; each input_schema is a valid JSON Schema Draft 2020-12 (meta-schema) whose "
     "$ref and $dynamicRef values are local (start with #) and resolve, with no $id that re-bases it on "
     "another resource; the RFC 8785 canonical form is at most 131072 bytes (a warning from 65536). "
+    "It warns, and never refuses, about an empty fallback text, one over 500 characters, and an i18n "
+    "key over 128 characters. "
     "Missing timeout_ms means 10000, missing required means false, a missing capability flag means false."
 )
 _I18N_KEY_SCHEMA: dict[str, Any] = {
@@ -41,14 +41,11 @@ _I18N_KEY_SCHEMA: dict[str, Any] = {
     "description": "Dotted lowercase words, e.g. agent.cap.read_file.description.",
     "type": "string",
     "pattern": I18N_KEY_PATTERN,
-    "maxLength": I18N_KEY_MAX_LENGTH,
 }
 _FALLBACK_SCHEMA: dict[str, Any] = {
     "title": "Fallback text",
     "description": "Shown when a client has no translation for the i18n key.",
     "type": "string",
-    "minLength": 1,
-    "maxLength": FALLBACK_MAX_LENGTH,
 }
 
 

@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from hashee import webhooks
 from hashee.events import latest_event_id
-from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, pointer_breaks, size_text
+from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, pointer_breaks, size_text
 from portal.problems import problem_message
 
 register = template.Library()
@@ -104,6 +104,7 @@ def shorthash(value: str | None) -> str:
 
 
 register.filter("pointer_breaks", pointer_breaks)
+register.filter("fallback_text", fallback_text)
 
 
 @register.simple_tag

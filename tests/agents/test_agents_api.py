@@ -10,6 +10,8 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent, ManifestVersion
 from hashee.core.canonical import canonical_hash
+from hashee.core.manifest import MANIFEST_MAX_BYTES
+from tests.changes import padded_by_a_fallback
 
 pytestmark = pytest.mark.django_db
 
@@ -161,6 +163,32 @@ def test_a_manifest_over_128_kib_is_413(alice_api: APIClient, manifest: dict) ->
 
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "MANIFEST_TOO_LARGE"
+
+
+def test_a_manifest_of_exactly_128_kib_that_is_mostly_one_fallback_text_is_stored(
+        alice_api: APIClient, anon: APIClient, manifest: dict) -> None:
+    full = padded_by_a_fallback(manifest, MANIFEST_MAX_BYTES)
+
+    created = alice_api.post("/agents", {"name": "Verbose", "capability_manifest": full}, format="json")
+    agent_id = created.json()["agent_id"]
+    patched = patch(alice_api, agent_id, {"capability_manifest": padded_by_a_fallback(manifest, 70000)})
+    validated = anon.post("/manifests/validate", full, format="json").json()
+
+    assert created.status_code == 201, created.content
+    assert {w["code"] for w in created.json()["warnings"]} == {"MANIFEST_SIZE_WARNING", "FALLBACK_TOO_LONG"}
+    assert patched.status_code == 200, patched.content
+    assert Agent.objects.get(pk=agent_id).capability_manifest_version == 2
+    assert validated["valid"] is True and validated["size_bytes"] == MANIFEST_MAX_BYTES
+
+
+def test_a_manifest_one_byte_over_128_kib_is_413(alice_api: APIClient, manifest: dict) -> None:
+    agent_id = create_agent(alice_api, manifest)["agent_id"]
+
+    response = patch(alice_api, agent_id, {"capability_manifest": padded_by_a_fallback(manifest, MANIFEST_MAX_BYTES + 1)})
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "MANIFEST_TOO_LARGE"
+    assert Agent.objects.get(pk=agent_id).capability_manifest == manifest
 
 
 def test_a_manifest_over_64_kib_is_accepted_with_a_size_warning(alice_api: APIClient, manifest: dict,

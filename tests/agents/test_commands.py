@@ -13,6 +13,8 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ApiKey
+from hashee.core.manifest import MANIFEST_MAX_BYTES
+from tests.changes import padded_by_a_fallback
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +72,21 @@ def test_manifest_command_validates_files(tmp_path: Path, manifest: dict) -> Non
         run("manifest", "validate", str(bad))
 
     assert ok["ok"] is True and ok["data"]["valid"] is True
+    assert exit_info.value.code != 0
+
+
+def test_manifest_validate_accepts_128_kib_of_fallback_text_with_a_warning(tmp_path: Path, manifest: dict) -> None:
+    full = tmp_path / "full.json"
+    full.write_text(json.dumps(padded_by_a_fallback(manifest, MANIFEST_MAX_BYTES)))
+    over = tmp_path / "over.json"
+    over.write_text(json.dumps(padded_by_a_fallback(manifest, MANIFEST_MAX_BYTES + 1)))
+
+    ok = json.loads(run("manifest", "validate", str(full)))
+    with pytest.raises(SystemExit) as exit_info:
+        run("manifest", "validate", str(over))
+
+    assert ok["ok"] is True and ok["data"]["valid"] is True and ok["data"]["size_bytes"] == MANIFEST_MAX_BYTES
+    assert {w["code"] for w in ok["data"]["warnings"]} == {"MANIFEST_SIZE_WARNING", "FALLBACK_TOO_LONG"}
     assert exit_info.value.code != 0
 
 

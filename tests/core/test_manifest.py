@@ -477,23 +477,6 @@ RULE_CASES: list[tuple[str, Any, list[tuple[str, str]]]] = [
     ),
     ("i18n key as a number", patched(set_(f"{P0}/label_i18n_key", 5)), [(f"{P0}/label_i18n_key", "INVALID_TYPE")]),
     (
-        "i18n key of 129 characters",
-        patched(set_("/tools/0/description_i18n_key", "a." + "b" * 127)),
-        [("/tools/0/description_i18n_key", "TOO_LONG")],
-    ),
-    (
-        "empty description_fallback",
-        patched(set_("/tools/0/description_fallback", "")),
-        [("/tools/0/description_fallback", "INVALID_VALUE")],
-    ),
-    ("empty label_fallback", patched(set_(f"{P0}/label_fallback", "")), [(f"{P0}/label_fallback", "INVALID_VALUE")]),
-    (
-        "fallback of 501 characters",
-        patched(set_(f"{P0}/description_fallback", "x" * 501)),
-        [(f"{P0}/description_fallback", "TOO_LONG")],
-    ),
-    ("fallback of 500 characters", patched(set_(f"{P0}/description_fallback", "x" * 500)), []),
-    (
         "fallback as a number",
         patched(set_("/tools/0/description_fallback", 7)),
         [("/tools/0/description_fallback", "INVALID_TYPE")],
@@ -626,6 +609,41 @@ def test_warnings_come_with_errors_too() -> None:
     result = validate_manifest(patched(add("/permission_scopes", NOTIFY_SCOPE), set_("/agent_version", "x")))
     assert pairs(result.errors) == [("/agent_version", "INVALID_SEMVER")]
     assert pairs(result.warnings) == [("/permission_scopes/1", "SCOPE_UNUSED")]
+
+
+TEXT_WARNINGS = [
+    ("fallback of 500 characters", patched(set_(f"{P0}/description_fallback", "x" * 500)), []),
+    (
+        "fallback of 501 characters",
+        patched(set_(f"{P0}/description_fallback", "x" * 501)),
+        [(f"{P0}/description_fallback", "FALLBACK_TOO_LONG")],
+    ),
+    (
+        "tool fallback of 60,000 characters",
+        patched(set_("/tools/0/description_fallback", "é" * 60000)),
+        [("", "MANIFEST_SIZE_WARNING"), ("/tools/0/description_fallback", "FALLBACK_TOO_LONG")],
+    ),
+    ("empty label_fallback", patched(set_(f"{P0}/label_fallback", "")), [(f"{P0}/label_fallback", "FALLBACK_EMPTY")]),
+    (
+        "empty description_fallback",
+        patched(set_("/tools/0/description_fallback", "")),
+        [("/tools/0/description_fallback", "FALLBACK_EMPTY")],
+    ),
+    ("i18n key of 128 characters", patched(set_("/tools/0/description_i18n_key", "a." + "b" * 126)), []),
+    (
+        "i18n key of 129 characters",
+        patched(set_("/tools/0/description_i18n_key", "a." + "b" * 127)),
+        [("/tools/0/description_i18n_key", "I18N_KEY_TOO_LONG")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("manifest", "warnings"), [c[1:] for c in TEXT_WARNINGS], ids=[c[0] for c in TEXT_WARNINGS])
+def test_long_or_empty_texts_are_warnings_never_errors(manifest: Any, warnings: list[tuple[str, str]]) -> None:
+    result = validate_manifest(manifest)
+    assert result.errors == []
+    assert pairs(result.warnings) == warnings
+    assert list(Draft202012Validator(manifest_json_schema()).iter_errors(manifest)) == []
 
 
 # --- size -------------------------------------------------------------------------------
@@ -823,7 +841,6 @@ EXPRESSIBLE_VIOLATIONS = [
     patched(set_("/tools/0/timeout_ms", True)),
     patched(set_("/tools/0/name", "Read")),
     patched(set_("/tools/0/description_i18n_key", "nodots")),
-    patched(set_("/tools/0/description_fallback", "")),
     patched(set_(f"{S}/additionalProperties", True)),
     patched(set_(f"{S}/type", "array")),
     patched(set_("/schema_version", "1.1")),

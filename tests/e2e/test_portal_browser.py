@@ -44,7 +44,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     home = tmp_path_factory.mktemp("portal-e2e")
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
+           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1",
+           # Every test logs its personas in again from 127.0.0.1; the throttle is tested elsewhere.
+           "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m"}
     env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
     with demo_server(env, home) as live:
         yield live
@@ -439,6 +441,91 @@ def test_a_phone_reaches_every_section_and_no_page_scrolls_sideways(server: Live
         if tab == "manifest/":  # the editor's toolbar wraps rather than hiding its last button
             box = page.locator("[data-format]").bounding_box()
             assert box and box["x"] + box["width"] <= 390
+
+
+def test_long_fallback_texts_stay_readable_and_no_page_scrolls_sideways(server: LiveServer, browser: Browser,
+                                                                         contexts: list[BrowserContext]) -> None:
+    """SPEC §3 refuses no long text: the portal shows its first 500 characters (the owner was
+    warned), wrapped inside its box even when it is one word."""
+    manifest = copy.deepcopy(DEMO_MANIFEST)
+    manifest["tools"][0]["description_fallback"] = "T" * 60_000  # one word: nothing to wrap at
+    manifest["permission_scopes"].append({"id": "notes:read", "label_i18n_key": "agent.scope.notes.label",
+                                          "label_fallback": "L" * 2_000, "description_fallback": "D" * 60_000,
+                                          "sensitivity": "low"})
+    manifest["tools"].append({"name": "read_notes", "description_i18n_key": "agent.cap.notes.description",
+                              "input_schema": {"type": "object", "additionalProperties": False},
+                              "permission_scope": "notes:read"})
+    agent_id = publish(server, unique("Verbose"), manifest)
+    page = new_page(browser, contexts)
+    page.set_viewport_size({"width": 390, "height": 844})
+
+    def fits_and_reads(where: str, text: Any, letter: str) -> None:
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{where} is {width}px wide on a 390px screen"
+        assert text.text_content() == letter * 499 + "…"
+        box = text.bounding_box()
+        assert box and box["height"] < 400, f"{where}: the text is {box and box['height']}px tall"
+        # None of it is hidden: it wraps inside its box, and what is below the box scrolls into view.
+        assert text.evaluate("e => e.scrollWidth <= e.clientWidth + 1 && (e.scrollHeight <= e.clientHeight + 1"
+                             " || ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))"), where
+
+    log_in(page, server, "bob")
+    page.goto(f"{server.url}/portal/discover/{agent_id}/")
+    fits_and_reads("the consent page", page.locator("[data-scope='notes:read'] [data-scope-description]"), "D")
+    fits_and_reads("the consent page", page.locator("[data-scope='notes:read'] [data-scope-label]"), "L")
+    shoot(page, "16-consent-long-fallbacks-phone")
+
+    contexts[-1].clear_cookies()
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/{agent_id}/")
+    fits_and_reads("the agent's overview", page.locator(".tool-list [data-tool-description]").first, "T")
+    fits_and_reads("the agent's overview", page.locator("[data-scope='notes:read'] strong"), "L")
+
+
+def test_no_page_breaks_the_content_security_policy(server: LiveServer, browser: Browser,
+                                                     contexts: list[BrowserContext]) -> None:
+    """Every kind of page, the admin's and the API docs included, runs under the policy
+    (no inline script or style, nothing from elsewhere) without the browser refusing anything."""
+    agent_id = publish(server, unique("Strict"), copy.deepcopy(DEMO_MANIFEST))
+    with server.api(server.alice_key) as api:
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+    page = new_page(browser, contexts)
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    policies: list[str | None] = []
+    page.on("response", lambda response: policies.append(response.headers.get("content-security-policy"))
+            if response.request.resource_type == "document" else None)
+
+    log_in(page, server, "alice")
+    for path in ("", "discover/", "connections/", "keys/", f"agents/{agent_id}/", f"agents/{agent_id}/versions/",
+                 f"agents/{agent_id}/versions/2/", f"agents/{agent_id}/diff/?from=1&to=2",
+                 f"agents/{agent_id}/keys/", f"agents/{agent_id}/settings/", f"discover/{agent_id}/"):
+        page.goto(f"{server.url}/portal/{path}")
+    wait_live(page)  # the socket connects under connect-src
+    page.goto(f"{server.url}/portal/agents/{agent_id}/manifest/")
+    invalid = copy.deepcopy(DEMO_MANIFEST)
+    invalid["tools"][0]["name"] = "Read File"
+    page.fill("textarea[name=capability_manifest]", manifest_text(invalid))
+    mark = page.locator(".mark").first
+    expect(mark).to_be_visible()  # placed at its line by a style the policy allows
+    assert mark.evaluate("e => e.style.top") != ""
+    page.fill("textarea[name=capability_manifest]", manifest_text(DEMO_MANIFEST))  # back to v1: a preview
+    expect(page.locator("[data-verdict]")).to_be_visible()
+
+    contexts[-1].clear_cookies()
+    page.goto(f"{server.url}/admin/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.click("input[type=submit]")
+    for path in ("", "agents/agent/", f"agents/agent/{agent_id}/change/",
+                 f"agents/agent/{agent_id}/compare/?from=1&to=2"):
+        page.goto(f"{server.url}/admin/{path}")
+    page.goto(f"{server.url}/api/docs/")
+    expect(page.locator(".opblock-summary-path", has_text="/agents/{agent_id}/manifest/diff")).to_be_visible()
+
+    assert refused == []
+    assert policies and all(p and "script-src 'self'" in p and "style-src 'self'" in p for p in policies), policies
 
 
 def test_the_api_docs_render_without_the_internet(server: LiveServer, browser: Browser,

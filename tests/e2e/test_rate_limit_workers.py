@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-import zlib
 from typing import Any
 
 import pytest
@@ -17,19 +16,13 @@ from hashee.auth import api_key_create
 from relations import services as relation_services
 from tests.e2e.rate_limit_client import fire
 from tests.e2e.test_two_workers import deployment  # noqa: F401  (the two-worker fixture)
+from tests.ratelimit_window import window_last_second
 from toolcalls.models import Message
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 CLIENTS = 4
 CALLS_PER_CLIENT = 50
-
-
-def seconds_left_in_window(agent_id: str) -> int:
-    """django-ratelimit's fixed 60 s window for this key ends at this many seconds from now."""
-    now = int(time.time())
-    end = now - now % 60 + zlib.crc32(agent_id.encode()) % 60
-    return end - now if end >= now else end + 60 - now
 
 
 def test_200_concurrent_tool_calls_from_4_processes_admit_exactly_60(
@@ -39,7 +32,8 @@ def test_200_concurrent_tool_calls_from_4_processes_admit_exactly_60(
     agent = agent_services.agent_create(owner=alice, name="Busy", capability_manifest=manifest)[0]
     relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
     _, secret = api_key_create(user=alice, agent=agent)
-    left = seconds_left_in_window(str(agent.pk))
+    now = int(time.time())
+    left = window_last_second(str(agent.pk), now) - now
     if left < 20:  # keep the whole burst inside one window
         time.sleep(left + 1)
 

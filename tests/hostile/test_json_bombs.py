@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -139,6 +140,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DATABASE_URL=f"sqlite:///{tmp / 'db.sqlite3'}", DJANGO_ALLOWED_HOSTS="127.0.0.1",
+               DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
                PYTHONUNBUFFERED="1", HASHEE_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT))
     log = (tmp / "uvicorn.log").open("wb")
     process = subprocess.Popen(
@@ -264,3 +266,32 @@ def test_a_slow_but_complete_body_is_still_served(server: tuple[str, int]) -> No
             time.sleep(0.1)
         response = _read_response(sock, time.monotonic() + 15)
     assert _status(response) == 200, response[:300]
+
+
+def _get(server: tuple[str, int], path: str, headers: list[tuple[str, str]]) -> bytes:
+    head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+    with socket.create_connection(server, timeout=10) as sock:
+        sock.sendall(head.encode())
+        return _read_response(sock, time.monotonic() + REQUEST_TIMEOUT)
+
+
+@pytest.mark.parametrize("headers", [
+    [(f"X-Filler-{i}", "1") for i in range(100)],  # 101 with Host
+    [("Cookie", "a=" + "b" * 16_384)],
+    [("X-Huge", "h" * MB)],
+], ids=["101 headers", "a 16 KiB cookie", "a 1 MB header"])
+def test_too_many_or_too_large_headers_are_431_in_the_error_shape(server: tuple[str, int],
+                                                                   headers: list[tuple[str, str]]) -> None:
+    response = _get(server, "/api/ping", headers)
+
+    assert _status(response) == 431, response[:300]
+    assert json.loads(response.partition(b"\r\n\r\n")[2])["error"]["code"] == "REQUEST_HEADERS_TOO_LARGE"
+
+
+def test_headers_within_the_limits_are_served(server: tuple[str, int]) -> None:
+    filler = [(f"X-Filler-{i}", "1") for i in range(98)]  # 100 with Host and the cookie
+
+    response = _get(server, "/api/ping", [*filler, ("Cookie", "a=" + "b" * 15_000)])
+
+    assert _status(response) == 200, response[:300]
+

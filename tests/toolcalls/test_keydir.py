@@ -159,6 +159,19 @@ def test_the_owner_lists_and_revokes_agent_keys_and_mallory_cannot(agent_api: AP
     assert agent_api.get(f"/agents/{agent.pk}/keys").json()["keys"] == []
 
 
+def test_a_paused_agents_keys_are_hidden_like_the_agent_and_its_owner_still_sees_them(
+        agent_api: APIClient, alice_api: APIClient, mallory_api: APIClient, agent: Agent) -> None:
+    key_id = agent_api.post(f"/agents/{agent.pk}/keys", public(), format="json").json()["key_id"]
+    Agent.objects.filter(pk=agent.pk).update(status=Agent.Status.PAUSED)
+
+    for response in (mallory_api.get(f"/agents/{agent.pk}"), mallory_api.get(f"/agents/{agent.pk}/keys"),
+                     mallory_api.post(f"/agents/{agent.pk}/keys", public(), format="json"),
+                     mallory_api.delete(f"/agents/{agent.pk}/keys/{key_id}")):
+        assert response.status_code == 404 and response.json()["error"]["code"] == "NOT_FOUND"
+    assert [k["key_id"] for k in alice_api.get(f"/agents/{agent.pk}/keys").json()["keys"]] == [key_id]
+    assert [k["key_id"] for k in agent_api.get(f"/agents/{agent.pk}/keys").json()["keys"]] == [key_id]
+
+
 def test_an_unknown_agent_is_404(agent_api: APIClient) -> None:
     response = agent_api.post("/agents/00000000-0000-0000-0000-000000000000/keys", public(), format="json")
 

@@ -69,12 +69,16 @@
     const parts = [];
     flagged.forEach((flag, line) => {
       const extra = flag.messages.length > 1 ? " (+" + (flag.messages.length - 1) + ")" : "";
-      const left = Math.ceil(PAD_X + textWidth(lines[line - 1] || "") + LABEL_GAP);
-      parts.push('<div class="mark' + (flag.kind === "error" ? "" : " warn") + '" data-line="' + line + '" style="top:' +
-                 (PAD + (line - 1) * LINE) + "px;--msg-left:" + left + 'px"><span class="mark-msg">' +
-                 escapeHtml(flag.messages[0] + extra) + "</span></div>");
+      parts.push('<div class="mark' + (flag.kind === "error" ? "" : " warn") + '" data-line="' + line +
+                 '" data-left="' + Math.ceil(PAD_X + textWidth(lines[line - 1] || "") + LABEL_GAP) +
+                 '"><span class="mark-msg">' + escapeHtml(flag.messages[0] + extra) + "</span></div>");
     });
     marksInner.innerHTML = parts.join("");
+    // Placed through the DOM, not a style attribute: the Content Security Policy allows no inline style.
+    marksInner.querySelectorAll(".mark").forEach((mark) => {
+      mark.style.top = PAD + (Number(mark.dataset.line) - 1) * LINE + "px";
+      mark.style.setProperty("--msg-left", mark.dataset.left + "px");  // the label starts after its line's text
+    });
   }
 
   function syncScroll() {
