@@ -52,6 +52,15 @@ PATTERNS: list[tuple[str, re.Pattern[str], Any]] = [
                                   r"agent\.cap\.read_file\.label\."),
      _("%(key)s %(value)s must be dotted lowercase words such as agent.cap.read_file.label.")),
     ("INVALID_VALUE", _pattern(r"(?P<key>\w+) must not be empty\."), _("%(key)s must not be empty.")),
+    ("FALLBACK_EMPTY", _pattern(r"(?P<key>\w+) is empty; clients will show the key or id instead\."),
+     _("%(key)s is empty; clients will show the key or id instead.")),
+    ("FALLBACK_TOO_LONG", _pattern(r"(?P<key>\w+) is (?P<n>\d+) characters; clients may cut it short after "
+                                   r"(?P<max>\d+), so the first ones should say what matters\."),
+     _("%(key)s is %(n)s characters; clients may cut it short after %(max)s, so the first ones should say "
+       "what matters.")),
+    ("I18N_KEY_TOO_LONG", _pattern(r"(?P<key>\w+) is (?P<n>\d+) characters; translation tables expect at most "
+                                   r"(?P<max>\d+)\."),
+     _("%(key)s is %(n)s characters; translation tables expect at most %(max)s.")),
     ("TOO_LONG", _pattern(r"(?P<key>\w+) is (?P<n>\d+) characters; at most (?P<max>\d+) are allowed\."),
      _("%(key)s is %(n)s characters; at most %(max)s are allowed.")),
     ("INVALID_TYPE", _pattern(r"A tool must be an object, not (?P<type>.+)\."),
