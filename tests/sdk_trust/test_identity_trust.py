@@ -268,3 +268,35 @@ def test_an_acknowledged_hash_that_is_not_the_acknowledged_versions_is_refused(w
     result = run(scenario)
 
     assert (result.status, result.reason) == ("denied", "manifest_unverified") and world.ran == []
+
+
+def test_an_identity_reset_on_the_server_is_refused_until_bob_accepts(world: Identified) -> None:
+    # Whoever holds the owner's account (or the server's database) resets the identity.
+    async def scenario() -> ToolResult:
+        await world.setup()
+        assert (await world.call("notify", {"title": "hi"})).ok
+        await database_sync_to_async(identity_services.identity_key_publish)(
+            agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True)
+        world.client.keydir.forget()
+        world.client._invalidate(world.relation_id)
+        return await world.call("notify", {"title": "after the reset"}, timeout=2)
+
+    with pytest.raises(ToolCallTimeout):
+        run(scenario)
+
+    assert world.ran == [{"title": "hi"}] and world.refusals() == ["identity_changed"]
+
+
+def test_a_call_the_server_delivers_after_its_expiry_is_dropped_unprompted(world: Identified) -> None:
+    async def scenario() -> None:
+        await world.setup()
+        task = asyncio.create_task(world.runtime.call_tool(world.relation_id, "read_file", {"path": "a"}, timeout=1))
+        await asyncio.sleep(0)
+        with pytest.raises(ToolCallTimeout):
+            await task
+        await asyncio.sleep(0.2)  # the server held the call until the agent had given up
+        world.since = await world.client.poll(world.since)
+
+    run(scenario)
+
+    assert world.ran == [] and world.approver.asked == [] and world.refusals() == ["call_expired"]
