@@ -43,13 +43,26 @@ ensure_venv() {
 
 pg_run() {
   # initdb refuses to run as root: run PostgreSQL as the postgres user when we are root.
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
+}
+
+pg_data_dir() {
+  # As root, PostgreSQL runs as the postgres user, which must reach its data directory: a
+  # checkout inside a private directory (mktemp -d, a home directory) is out of its reach,
+  # so the cluster then lives in a directory of its own under /tmp (removed on stop).
+  mkdir -p "$RUN_DIR"
+  [ "$(id -u)" = 0 ] || { echo "$RUN_DIR/pg"; return; }
+  chown postgres "$RUN_DIR" 2>/dev/null || true
+  if (cd / && runuser -u postgres -- test -w "$RUN_DIR"); then echo "$RUN_DIR/pg"; return; fi
+  local dir
+  dir=$(mktemp -d /tmp/hashee-pg.XXXXXX)
+  chown postgres "$dir"
+  echo "$dir/pg"
 }
 
 start_postgres() {
-  local data="$RUN_DIR/pg"
-  mkdir -p "$RUN_DIR"
-  [ "$(id -u)" = 0 ] && chown postgres "$RUN_DIR" 2>/dev/null || true
+  PG_DATA="$(pg_data_dir)"
+  local data="$PG_DATA"
   if [ ! -f "$data/PG_VERSION" ]; then
     log "initdb $data"
     pg_run "$PG_BIN/initdb" -D "$data" -U hashee --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
@@ -64,7 +77,9 @@ start_postgres() {
 }
 
 stop_postgres() {
-  [ -f "$RUN_DIR/pg/postmaster.pid" ] && pg_run "$PG_BIN/pg_ctl" -D "$RUN_DIR/pg" -m fast -w stop >/dev/null || true
+  local data="${PG_DATA:-$RUN_DIR/pg}"
+  [ -f "$data/postmaster.pid" ] && pg_run "$PG_BIN/pg_ctl" -D "$data" -m fast -w stop >/dev/null || true
+  case "$data" in /tmp/hashee-pg.*) rm -rf "$(dirname "$data")" ;; esac
 }
 
 start_redis() {
