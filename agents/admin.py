@@ -18,7 +18,7 @@ from agents import selectors, services
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
-from hashee.core.manifest import PRESET_SCOPES, validate_manifest
+from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
 from portal.presentation import pointer_breaks
@@ -61,11 +61,14 @@ def change_rows(changes: list[dict[str, Any]]) -> str:
 
 
 class AgentAdminForm(forms.ModelForm):
+    """The manifest is not a field: SPEC §7 shows it read-only (pretty_manifest); new versions are
+    published through the portal or the API, with their diff preview and the owner's signature."""
+
     webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
 
     class Meta:
         model = Agent
-        fields = ["owner", "name", "description", "status", "capability_manifest", "webhook_url"]
+        fields = ["owner", "name", "description", "status", "webhook_url"]
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data.get("webhook_url") or ""
@@ -75,20 +78,6 @@ class AgentAdminForm(forms.ModelForm):
             except HasheeError as exc:
                 raise forms.ValidationError(exc.message) from exc
         return url
-
-    def clean_capability_manifest(self) -> Any:
-        manifest = self.cleaned_data.get("capability_manifest")
-        if manifest is None:
-            return None
-        result = validate_manifest(manifest)
-        if not result.valid:
-            raise forms.ValidationError([f"{e.path or '/'}: {e.code}: {e.message}" for e in result.errors])
-        changed = result.hash != self.instance.capability_manifest_hash
-        if changed and self.instance.pk and selectors.identity_key_current(agent_id=self.instance.pk):
-            # The save would be refused (MANIFEST_SIGNATURE_REQUIRED): the publisher signs, not the operator.
-            raise forms.ValidationError("This agent has a publisher identity key: a new manifest needs its owner's "
-                                        "signature (PATCH /agents/{id} with capability_manifest_signature).")
-        return manifest
 
 
 class ManifestVersionInline(admin.TabularInline):
