@@ -47,7 +47,7 @@ def change_rows(changes: list[dict[str, Any]]) -> str:
     if not changes:
         return format_html("<p>{}</p>", "No changes.")
     rows = format_html_join(
-        "", '<tr class="{}"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        "", '<tr class="{}"><td>{}</td><td>{}</td><td class="hashee-path"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
         ((
             "hashee-breaking" if c.get("breaking") else "hashee-compatible",
             "BREAKING" if c.get("breaking") else "compatible", c["rule"], pointer_breaks(c.get("path", "")),
@@ -144,7 +144,7 @@ class SensitivityFilter(admin.SimpleListFilter):
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentAdminForm
-    list_display = ["name", "owner", "status", "capability_manifest_version", "short_hash", "tool_count",
+    list_display = ["name", "owner", "status", "version", "short_hash", "tool_count",
                     "scope_count", "highest_sensitivity", "live_relations", "updated_at"]
     list_filter = ["status", SensitivityFilter, ScopeFilter, ("owner", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description", "owner__username", "scope_index"]
@@ -163,6 +163,10 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="users", ordering="live_relation_count")
     def live_relations(self, obj: Agent) -> int:
         return int(getattr(obj, "live_relation_count", 0))
+
+    @admin.display(description="version", ordering="capability_manifest_version")
+    def version(self, obj: Agent) -> int:
+        return obj.capability_manifest_version  # "capability manifest version" would be the widest header
 
     @admin.display(description="hash")
     def short_hash(self, obj: Agent) -> str:
