@@ -11,8 +11,9 @@ import threading
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from agents.models import ManifestVersion
 from relations import services
@@ -78,8 +79,20 @@ class RelationAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # revoked relations are kept for audit (SPEC §5.2): revoke instead
+    # No delete of a relation (its button, view or bulk action): revoked relations are kept for
+    # audit (SPEC §5.2), revoke instead. has_delete_permission stays, so that deleting a user
+    # still takes their relations with them.
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        raise PermissionDenied
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "show_delete": False})
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         # The fields are read-only for everyone (has_change_permission); revoking is the one

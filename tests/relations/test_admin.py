@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from agents import services as agent_services
@@ -59,3 +60,14 @@ def test_a_relation_awaiting_re_consent_reads_as_such(operator: Client, relation
         assert "Re-consent required" in page and ">reauth_required<" not in page
     assert '<td class="field-status">Re-consent required</td>' in listing
     assert "1 relation" in filtered
+
+
+
+
+def test_deleting_a_user_still_takes_their_relations_with_them(operator: Client, relation: Relation,
+                                                               bob: User) -> None:
+    """Only the relation's own delete is gone; an operator erasing a user is unchanged."""
+    response = operator.post(f"/admin/auth/user/{bob.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Relation.objects.filter(pk=relation.pk).exists()
