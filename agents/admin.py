@@ -18,7 +18,7 @@ from agents import selectors, services
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
-from hashee.core.manifest import PRESET_SCOPES, validate_manifest
+from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
 from portal.presentation import pointer_breaks
@@ -47,7 +47,7 @@ def change_rows(changes: list[dict[str, Any]]) -> str:
     if not changes:
         return format_html("<p>{}</p>", "No changes.")
     rows = format_html_join(
-        "", '<tr class="{}"><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        "", '<tr class="{}"><td>{}</td><td>{}</td><td class="hashee-path"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>',
         ((
             "hashee-breaking" if c.get("breaking") else "hashee-compatible",
             "BREAKING" if c.get("breaking") else "compatible", c["rule"], pointer_breaks(c.get("path", "")),
@@ -61,11 +61,14 @@ def change_rows(changes: list[dict[str, Any]]) -> str:
 
 
 class AgentAdminForm(forms.ModelForm):
+    """The manifest is not a field: SPEC §7 shows it read-only (pretty_manifest); new versions are
+    published through the portal or the API, with their diff preview and the owner's signature."""
+
     webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
 
     class Meta:
         model = Agent
-        fields = ["owner", "name", "description", "status", "capability_manifest", "webhook_url"]
+        fields = ["owner", "name", "description", "status", "webhook_url"]
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data.get("webhook_url") or ""
@@ -75,20 +78,6 @@ class AgentAdminForm(forms.ModelForm):
             except HasheeError as exc:
                 raise forms.ValidationError(exc.message) from exc
         return url
-
-    def clean_capability_manifest(self) -> Any:
-        manifest = self.cleaned_data.get("capability_manifest")
-        if manifest is None:
-            return None
-        result = validate_manifest(manifest)
-        if not result.valid:
-            raise forms.ValidationError([f"{e.path or '/'}: {e.code}: {e.message}" for e in result.errors])
-        changed = result.hash != self.instance.capability_manifest_hash
-        if changed and self.instance.pk and selectors.identity_key_current(agent_id=self.instance.pk):
-            # The save would be refused (MANIFEST_SIGNATURE_REQUIRED): the publisher signs, not the operator.
-            raise forms.ValidationError("This agent has a publisher identity key: a new manifest needs its owner's "
-                                        "signature (PATCH /agents/{id} with capability_manifest_signature).")
-        return manifest
 
 
 class ManifestVersionInline(admin.TabularInline):
@@ -155,7 +144,7 @@ class SensitivityFilter(admin.SimpleListFilter):
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
     form = AgentAdminForm
-    list_display = ["name", "owner", "status", "capability_manifest_version", "short_hash", "tool_count",
+    list_display = ["name", "owner", "status", "version", "short_hash", "tool_count",
                     "scope_count", "highest_sensitivity", "live_relations", "updated_at"]
     list_filter = ["status", SensitivityFilter, ScopeFilter, ("owner", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "description", "owner__username", "scope_index"]
@@ -174,6 +163,10 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="users", ordering="live_relation_count")
     def live_relations(self, obj: Agent) -> int:
         return int(getattr(obj, "live_relation_count", 0))
+
+    @admin.display(description="version", ordering="capability_manifest_version")
+    def version(self, obj: Agent) -> int:
+        return obj.capability_manifest_version  # "capability manifest version" would be the widest header
 
     @admin.display(description="hash")
     def short_hash(self, obj: Agent) -> str:

@@ -1,15 +1,22 @@
-"""Operators: relations with their grants, pending scopes and status."""
+"""Operators: relations with their grants, pending scopes and status.
+
+Relations are never deleted here: a revoked relation is kept for audit (SPEC §5.2). The
+"Revoke" action goes through relations.services like the API's DELETE, so the user and
+the agent are told.
+"""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from agents.models import ManifestVersion
+from relations import services
 from relations.models import Relation
 from relations.selectors import relation_states
 
@@ -29,11 +36,13 @@ class StatusFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Relation]) -> QuerySet[Relation]:
         value = self.value()
-        if value == "revoked":
+        if value == Relation.Status.REVOKED:
             return queryset.filter(revoked_at__isnull=False)
-        if value in ("active", "reauth_required"):
-            live = queryset.filter(revoked_at__isnull=True)
-            return live.filter(_needs_reauth()) if value == "reauth_required" else live.exclude(_needs_reauth())
+        live = queryset.filter(revoked_at__isnull=True)
+        if value == Relation.Status.REAUTH_REQUIRED:
+            return live.filter(_needs_reauth())
+        if value == Relation.Status.ACTIVE:
+            return live.exclude(_needs_reauth())
         return queryset
 
 
@@ -59,6 +68,7 @@ class RelationAdmin(admin.ModelAdmin):
               "acknowledged_manifest_version", "events_from_id", "events_until_id", "created_at", "updated_at",
               "revoked_at"]
     readonly_fields = fields
+    actions = ["revoke"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Relation]:
         return super().get_queryset(request).select_related("user", "agent")  # and its title reads names
@@ -68,6 +78,26 @@ class RelationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    # No delete of a relation (its button, view or bulk action): revoked relations are kept for
+    # audit (SPEC §5.2), revoke instead. has_delete_permission stays, so that deleting a user
+    # still takes their relations with them.
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        raise PermissionDenied
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "",
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "show_delete": False})
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        # The fields are read-only for everyone (has_change_permission); revoking is the one
+        # change an operator with the model's change permission may make.
+        return bool(request.user.has_perm("relations.change_relation"))
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         changelist = super().get_changelist_instance(request)
@@ -80,7 +110,7 @@ class RelationAdmin(admin.ModelAdmin):
 
     @admin.display(description="status")
     def status(self, obj: Relation) -> str:
-        return str(self._state(obj).status)
+        return str(Relation.Status(self._state(obj).status).label)
 
     @admin.display(description="effective grants")
     def effective_grants(self, obj: Relation) -> str:
@@ -89,3 +119,11 @@ class RelationAdmin(admin.ModelAdmin):
     @admin.display(description="pending re-consent")
     def pending(self, obj: Relation) -> str:
         return ", ".join(self._state(obj).pending_scopes) or "—"
+
+    @admin.action(permissions=["revoke"],
+                  description="Revoke selected relations (kept for audit; the user and agent are told)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Relation]) -> None:
+        live = list(queryset.filter(revoked_at__isnull=True))
+        for relation in live:  # one transaction per relation, as the API's DELETE
+            services.relation_revoke(relation=relation)
+        messages.success(request, f"{len(live)} relation(s) revoked.")

@@ -199,7 +199,7 @@ def test_a_signature_counts_only_for_the_manifest_it_came_with(alice: Any, ident
     assert refused.value.code == "MANIFEST_SIGNATURE_REQUIRED"
 
 
-def test_the_admin_refuses_an_unsigned_manifest_for_an_identified_agent(operator: Any, identified: Agent) -> None:
+def test_the_admin_cannot_replace_an_identified_agents_manifest(operator: Any, identified: Agent) -> None:
     import json
 
     response = operator.post(f"/admin/agents/agent/{identified.pk}/change/", {
@@ -207,8 +207,8 @@ def test_the_admin_refuses_an_unsigned_manifest_for_an_identified_agent(operator
         "capability_manifest": json.dumps(bumped(identified.capability_manifest)), "webhook_url": "",
         "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"})
 
-    assert response.status_code == 200  # the form again, with the error
-    assert b"signature" in response.content
+    # The manifest is read-only in the admin (SPEC §7): the publisher signs new versions.
+    assert response.status_code == 302
     assert ManifestVersion.objects.filter(agent=identified).count() == 1
 
 

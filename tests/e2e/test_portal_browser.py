@@ -363,20 +363,43 @@ def test_the_editor_maps_json_pointers_to_lines(server: LiveServer, browser: Bro
     assert error["line"] == 2 and "Trailing comma" in error["message"]
 
 
+# Each text node between <wbr>s of a path is one name: more than one box means it broke inside.
+PATH_NAMES_SPLIT = """[...document.querySelectorAll('.hashee-diff td.hashee-path code')].flatMap(code =>
+  [...code.childNodes].filter(node => node.nodeType === Node.TEXT_NODE).filter(node => {
+    const range = document.createRange(); range.selectNodeContents(node);
+    return range.getClientRects().length > 1;
+  }).map(node => node.textContent))"""
+LONG_PATTERN = "^(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+[.](?:txt|md|json|yaml|yml|csv|log|toml|ini|cfg|xml|html)$"
+
+
 def test_operators_compare_two_versions_in_the_admin(server: LiveServer, browser: Browser,
                                                      contexts: list[BrowserContext]) -> None:
     agent_id = publish(server, unique("Admin"), copy.deepcopy(DEMO_MANIFEST))
+    changed = breaking(DEMO_MANIFEST)  # with a long value that cannot wrap, competing with the path for room
+    changed["tools"][0]["input_schema"]["properties"]["path"]["pattern"] = LONG_PATTERN
     with server.api(server.alice_key) as api:
-        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": breaking(DEMO_MANIFEST)}).is_success
+        assert api.patch(f"/agents/{agent_id}", json={"capability_manifest": changed}).is_success
     page = new_page(browser, contexts)
+    page.set_viewport_size({"width": 1280, "height": 800})  # an operator's laptop
     page.goto(f"{server.url}/admin/login/")
     page.fill("input[name=username]", "admin")
     page.fill("input[name=password]", DEMO_PASSWORD)
     page.click("input[type=submit]")
+    page.goto(f"{server.url}/admin/agents/agent/")
+    results = page.locator("#changelist .results").bounding_box()
+    assert results and results["x"] + results["width"] <= 1280
+    for column in ("scope_count", "highest_sensitivity", "live_relations", "updated_at"):  # the last four
+        box = page.locator(f"#result_list thead th.column-{column}").bounding_box()
+        assert box and box["x"] + box["width"] <= results["x"] + results["width"] + 0.5, \
+            f"{column} is hidden behind sideways scrolling: {box}, the list shows {results}"
+    shoot(page, "13-admin-agents")
     page.goto(f"{server.url}/admin/agents/agent/{agent_id}/compare/?from=1&to=2")
     expect(page.locator("#content")).to_contain_text("SCHEMA_CONSTRAINT_NARROWED")
     # The long example wraps inside its cell: the page does not scroll sideways.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # A path wraps after its slashes only: no name ("input_schema/") is split over two lines.
+    split = page.evaluate(PATH_NAMES_SPLIT)
+    assert page.locator(".hashee-diff td.hashee-path").count() >= 2 and split == [], split
     shoot(page, "14-admin-compare")
 
 
