@@ -31,5 +31,5 @@ urlpatterns = [
     path("", include("toolcalls.urls")),
 ]
 
-handler404 = "hashee.views.not_found"
+handler404 = "hashee.not_found.not_found"
 handler500 = "hashee.views.server_error"

@@ -1,8 +1,6 @@
-"""Project-level views: health check and JSON error pages for non-DRF routes."""
+"""Project-level views: health check, the platform JWKS and the JSON 500 page."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -26,10 +24,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception:  # any database failure means "not ready"
         return _error("SERVICE_UNAVAILABLE", "The database is unavailable.", 503)
     return JsonResponse({"status": "ok"})
-
-
-def not_found(request: HttpRequest, exception: Any = None) -> JsonResponse:
-    return _error("NOT_FOUND", "No such route.", 404)
 
 
 def server_error(request: HttpRequest) -> JsonResponse:
