@@ -35,6 +35,8 @@ from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 
 ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
+# A bare manifest sent as the body is the usual mistake behind unknown fields (SPEC §5.1).
+WRAP_MANIFEST = 'A manifest goes inside "capability_manifest": {"name": ..., "capability_manifest": {...}}.'
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
 
 
@@ -77,7 +79,7 @@ class AgentListCreateView(APIView):
                    responses={201: OwnerAgentOutput, 400: ERROR, 401: ERROR, 413: ERROR})
     def post(self, request: Request) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
-        data = validated(AgentCreateInput, json_body(request))
+        data = validated(AgentCreateInput, json_body(request), hint=WRAP_MANIFEST)
         agent, update, secret = services.agent_create(owner=request.user, **data)
         body = _agent_body(agent, request.user)
         if update is not None:
@@ -108,7 +110,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
-        data = validated(AgentUpdateInput, json_body(request), partial=True)
+        data = validated(AgentUpdateInput, json_body(request), partial=True, hint=WRAP_MANIFEST)
         expected = _expected_version(request, data.pop("expected_version", None))
         dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
         agent, update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
