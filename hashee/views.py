@@ -36,7 +36,7 @@ class PingView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="ping", responses={200: dict})
+    @extend_schema(operation_id="ping", summary="Ping", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"ok": True})
 
@@ -47,6 +47,6 @@ class PlatformJwksView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="platform_jwks", responses={200: dict})
+    @extend_schema(operation_id="platform_jwks", summary="The platform's signing keys (JWKS)", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(platform_jwks())
