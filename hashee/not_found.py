@@ -13,6 +13,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from portal.common import not_found as portal_not_found
+
 HTML_PREFIXES = ("/portal/", "/admin/")
 
 
@@ -27,8 +29,6 @@ def api_not_found() -> JsonResponse:
 def not_found(request: HttpRequest, exception: Any = None) -> HttpResponse:
     """The project's ``handler404`` (DEBUG off)."""
     if request.path.startswith("/portal/"):
-        from portal.common import not_found as portal_not_found  # the portal app imports this module's app
-
         return portal_not_found(request)
     if wants_html(request):
         return defaults.page_not_found(request, exception)
