@@ -19,6 +19,7 @@ from agents.serializers import (
     AgentCreateInput,
     AgentOutput,
     AgentUpdateInput,
+    ManifestDiffOutput,
     ManifestUpdateOutput,
     OwnerAgentOutput,
     ValidateOutput,
@@ -35,6 +36,8 @@ from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 
 ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
+# A bare manifest sent as the body is the usual mistake behind unknown fields (SPEC §5.1).
+WRAP_MANIFEST = 'A manifest goes inside "capability_manifest": {"name": ..., "capability_manifest": {...}}.'
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
 
 
@@ -58,7 +61,7 @@ class AgentListCreateView(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(
-        operation_id="agents_list",
+        operation_id="agents_list", summary="Discover agents",
         parameters=[OpenApiParameter(name, str, description=text) for name, text in [
             ("q", "Search name and description"), ("scope", "Declares this scope id"),
             ("sensitivity", "Declares at least one scope of this level (low|medium|high)"),
@@ -73,11 +76,11 @@ class AgentListCreateView(APIView):
         page = paginator.paginate_queryset(agents, request, view=self)
         return paginator.get_paginated_response(AgentOutput(page, many=True).data)
 
-    @extend_schema(operation_id="agents_create", request=AgentCreateInput,
+    @extend_schema(operation_id="agents_create", summary="Create an agent", request=AgentCreateInput,
                    responses={201: OwnerAgentOutput, 400: ERROR, 401: ERROR, 413: ERROR})
     def post(self, request: Request) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
-        data = validated(AgentCreateInput, json_body(request))
+        data = validated(AgentCreateInput, json_body(request), hint=WRAP_MANIFEST)
         agent, update, secret = services.agent_create(owner=request.user, **data)
         body = _agent_body(agent, request.user)
         if update is not None:
@@ -90,13 +93,14 @@ class AgentListCreateView(APIView):
 class AgentDetailView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_retrieve", responses={200: AgentOutput, 404: ERROR})
+    @extend_schema(operation_id="agents_retrieve", summary="Get an agent", responses={200: AgentOutput, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
         return Response(_agent_body(agent, request.user), headers=_etag(agent))
 
     @extend_schema(
-        operation_id="agents_update", request=AgentUpdateInput,
+        operation_id="agents_update", summary="Update an agent or publish a new manifest version",
+        request=AgentUpdateInput,
         parameters=[
             OpenApiParameter("dry_run", bool, description="Validate and diff without saving"),
             OpenApiParameter("If-Match", str, OpenApiParameter.HEADER,
@@ -108,7 +112,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, agent_id: str) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
-        data = validated(AgentUpdateInput, json_body(request), partial=True)
+        data = validated(AgentUpdateInput, json_body(request), partial=True, hint=WRAP_MANIFEST)
         expected = _expected_version(request, data.pop("expected_version", None))
         dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
         agent, update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
@@ -132,7 +136,8 @@ class WebhookSecretRotateView(APIView):
 
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="agents_webhook_secret_rotate", request=None, responses={
+    @extend_schema(operation_id="agents_webhook_secret_rotate", summary="Rotate the webhook signing secret",
+                   request=None, responses={
         200: WebhookSecretOutput, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
@@ -158,7 +163,7 @@ def _expected_version(request: Request, from_body: int | None) -> int | None:
 class ManifestVersionListView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_manifest_versions_list", responses={
+    @extend_schema(operation_id="agents_manifest_versions_list", summary="List manifest versions", responses={
         200: _paginated("PaginatedVersionSummaryList", VersionSummaryOutput(many=True)), 400: ERROR, 401: ERROR, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
@@ -171,7 +176,8 @@ class ManifestVersionListView(APIView):
 class ManifestVersionDetailView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_manifest_versions_retrieve", responses={200: VersionOutput, 404: ERROR})
+    @extend_schema(operation_id="agents_manifest_versions_retrieve", summary="Get one manifest version",
+                   responses={200: VersionOutput, 404: ERROR})
     def get(self, request: Request, agent_id: str, version: int) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
         found = selectors.manifest_version_get(agent=agent, version=version)
@@ -182,9 +188,9 @@ class ManifestDiffView(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(
-        operation_id="agents_manifest_diff",
+        operation_id="agents_manifest_diff", summary="Diff two manifest versions",
         parameters=[OpenApiParameter("from", int, required=True), OpenApiParameter("to", int, required=True)],
-        responses={200: ManifestUpdateOutput, 400: ERROR, 404: ERROR},
+        responses={200: ManifestDiffOutput, 400: ERROR, 404: ERROR},
     )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
@@ -225,7 +231,8 @@ def _card(request: Request, agent_id: str, shape: str) -> Response:
 class AgentCardView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_agent_card", responses={200: dict, 404: ERROR})
+    @extend_schema(operation_id="agents_agent_card", summary="The agent's A2A AgentCard (old and new fields)",
+                   responses={200: dict, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         return _card(request, agent_id, "combined")
 
@@ -233,7 +240,8 @@ class AgentCardView(APIView):
 class WellKnownAgentCardView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_well_known_agent_card", responses={200: dict, 404: ERROR})
+    @extend_schema(operation_id="agents_well_known_agent_card", summary="The agent's A2A v1.0 AgentCard",
+                   responses={200: dict, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         return _card(request, agent_id, "v1")
 
@@ -241,7 +249,8 @@ class WellKnownAgentCardView(APIView):
 class WellKnownAgentJsonView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_well_known_agent_json", responses={200: dict, 404: ERROR})
+    @extend_schema(operation_id="agents_well_known_agent_json", summary="The agent's card in the seed's shape",
+                   responses={200: dict, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         return _card(request, agent_id, "seed")
 
@@ -250,7 +259,8 @@ class ManifestValidateView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="manifests_validate", request=dict, responses={200: ValidateOutput, 400: ERROR})
+    @extend_schema(operation_id="manifests_validate", summary="Validate a manifest (stores nothing)",
+                   request=dict, responses={200: ValidateOutput, 400: ERROR})
     def post(self, request: Request) -> Response:
         result = validate_manifest(json_body(request))
         return Response({
@@ -264,7 +274,8 @@ class ManifestSchemaView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="schemas_capability_manifest_v1", responses={200: dict})
+    @extend_schema(operation_id="schemas_capability_manifest_v1", summary="The Capability Manifest JSON Schema",
+                   responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(manifest_json_schema(), content_type="application/schema+json")
 
@@ -287,7 +298,7 @@ class AgentCredentialListView(APIView):
 
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="agents_credentials_list", responses={
+    @extend_schema(operation_id="agents_credentials_list", summary="List the agent's hak_ keys", responses={
         200: inline_serializer("AgentCredentialList", {"results": AgentKeyOutput(many=True)}), 401: ERROR, 403: ERROR,
         404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
@@ -295,7 +306,8 @@ class AgentCredentialListView(APIView):
         keys = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("-created_at")
         return Response({"results": AgentKeyOutput(keys, many=True).data})
 
-    @extend_schema(operation_id="agents_credentials_create", request=AgentKeyCreateInput,
+    @extend_schema(operation_id="agents_credentials_create", summary="Issue a hak_ key for the agent",
+                   request=AgentKeyCreateInput,
                    responses={201: OpenApiResponse(description="`{key_id, name, prefix, created_at, secret}`: "
                                                                "the `hak_` secret is shown only here"),
                               400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 413: ERROR})
@@ -309,7 +321,8 @@ class AgentCredentialListView(APIView):
 class AgentCredentialDetailView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="agents_credentials_revoke", responses={200: AgentKeyOutput, 401: ERROR, 403: ERROR,
+    @extend_schema(operation_id="agents_credentials_revoke", summary="Revoke an agent's hak_ key",
+                   responses={200: AgentKeyOutput, 401: ERROR, 403: ERROR,
                                                                                      404: ERROR})
     def delete(self, request: Request, agent_id: str, key_id: int) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)

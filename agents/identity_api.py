@@ -61,14 +61,16 @@ def _current_key(request: Request, agent_id: str) -> AgentIdentityKey | None:
 class AgentIdentityView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_identity_retrieve", responses={200: IdentityOutput, 404: ERROR})
+    @extend_schema(operation_id="agents_identity_retrieve", summary="Get the agent's identity key",
+                   responses={200: IdentityOutput, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         key = _current_key(request, agent_id)
         if key is None:
             raise HasheeError("NOT_FOUND", "This agent has no identity key.")
         return Response(identity_body(key))
 
-    @extend_schema(operation_id="agents_identity_publish", request=IdentityPublishInput,
+    @extend_schema(operation_id="agents_identity_publish", summary="Publish, rotate or reset the agent's identity key",
+                   request=IdentityPublishInput,
                    responses={200: IdentityOutput, 201: IdentityOutput, 400: ERROR, 401: ERROR, 403: ERROR,
                               404: ERROR, 409: ERROR})
     def put(self, request: Request, agent_id: str) -> Response:
@@ -83,7 +85,8 @@ class AgentIdentityView(APIView):
 class AgentJwksView(APIView):
     permission_classes = [AllowAny]
 
-    @extend_schema(operation_id="agents_jwks", responses={200: JWKS, 404: ERROR})
+    @extend_schema(operation_id="agents_jwks", summary="The agent's identity keys (JWKS)",
+                   responses={200: JWKS, 404: ERROR})
     def get(self, request: Request, agent_id: str) -> Response:
         key = _current_key(request, agent_id)
         return Response({"keys": [jwks_entry(key.jwk)] if key else []})

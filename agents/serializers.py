@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agents.models import Agent, ManifestVersion
+from hashee.core.diff_support import Rule
 
 # A detached EdDSA JWS is ~200 characters; this leaves room for a long kid, refuses junk.
 SIGNATURE_MAX_LENGTH = 2048
@@ -67,19 +68,58 @@ class OwnerAgentOutput(AgentOutput):
         return latest.warnings if latest else []
 
 
+class ChangeRecordOutput(serializers.Serializer):
+    """One change record of the diff engine (SPEC §4)."""
+
+    rule = serializers.ChoiceField(choices=[rule.value for rule in Rule], help_text="A rule of SPEC §4.")
+    path = serializers.CharField(help_text="JSON pointer into the manifest (tools and scopes by name/id).")
+    tool = serializers.CharField(required=False, help_text="The tool the change is in, if any.")
+    scope = serializers.CharField(required=False, help_text="The permission scope concerned, if any.")
+    before = serializers.JSONField(required=False, allow_null=True, help_text="The old value (any JSON).")
+    after = serializers.JSONField(required=False, allow_null=True, help_text="The new value (any JSON).")
+    breaking = serializers.BooleanField(help_text="The user must be asked again.")
+    example = serializers.JSONField(required=False, help_text=(
+        "For a narrowing: an argument object the old input schema accepted and the new one rejects."))
+
+
+class IssueOutput(serializers.Serializer):
+    """A validation error or warning: where, which stable code, and what to do."""
+
+    path = serializers.CharField(help_text="JSON pointer into the manifest.")
+    code = serializers.CharField(help_text="A validation detail or warning code (see the error registry).")
+    message = serializers.CharField()
+
+
 class ManifestUpdateOutput(serializers.Serializer):
     agent_id = serializers.UUIDField()
     capability_manifest_version = serializers.IntegerField()
     capability_manifest_hash = serializers.CharField(allow_null=True)
-    breaking_changes = serializers.ListField(child=serializers.DictField())
-    changes = serializers.ListField(child=serializers.DictField())
-    warnings = serializers.ListField(child=serializers.DictField())
+    breaking_changes = ChangeRecordOutput(many=True)
+    changes = ChangeRecordOutput(many=True)
+    warnings = IssueOutput(many=True)
     scopes_requiring_reauth = serializers.ListField(child=serializers.CharField())
     capability_manifest_signature = serializers.CharField(allow_null=True)
     publisher_verified = serializers.BooleanField()
     signature_required = serializers.BooleanField(required=False, help_text="dry runs: saving needs a signature")
     dry_run = serializers.BooleanField(required=False)
     webhook_secret = serializers.CharField(required=False)
+
+
+class ManifestDiffOutput(serializers.Serializer):
+    agent_id = serializers.UUIDField()
+    # "from" is a keyword: declared below through the fields mapping.
+    to = serializers.IntegerField(help_text="The newer version.")
+    from_hash = serializers.CharField()
+    to_hash = serializers.CharField()
+    breaking = serializers.BooleanField()
+    breaking_changes = ChangeRecordOutput(many=True)
+    changes = ChangeRecordOutput(many=True)
+    scopes_requiring_reauth = serializers.ListField(child=serializers.CharField())
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        return {"agent_id": fields.pop("agent_id"), "from": serializers.IntegerField(help_text="The older version."),
+                **fields}
 
 
 class WebhookSecretOutput(serializers.Serializer):
@@ -101,7 +141,8 @@ class VersionSummaryOutput(serializers.ModelSerializer):
 
 
 class VersionOutput(VersionSummaryOutput):
-    breaking_changes = serializers.ListField(child=serializers.DictField(), read_only=True)
+    changes = ChangeRecordOutput(many=True, read_only=True)
+    breaking_changes = ChangeRecordOutput(many=True, read_only=True)
 
     class Meta(VersionSummaryOutput.Meta):
         fields = [*VersionSummaryOutput.Meta.fields, "manifest", "changes", "breaking_changes"]
@@ -109,7 +150,7 @@ class VersionOutput(VersionSummaryOutput):
 
 class ValidateOutput(serializers.Serializer):
     valid = serializers.BooleanField()
-    errors = serializers.ListField(child=serializers.DictField())
-    warnings = serializers.ListField(child=serializers.DictField())
+    errors = IssueOutput(many=True)
+    warnings = IssueOutput(many=True)
     size_bytes = serializers.IntegerField(allow_null=True)
     hash = serializers.CharField(allow_null=True)

@@ -70,14 +70,29 @@ def json_body(request: Request) -> Any:
 BODY_ERROR = "_hashee_body_error"
 
 
-def validated(serializer_class: type, data: Any, *, partial: bool = False) -> dict[str, Any]:
-    """Validate a JSON object body with a DRF serializer (VALIDATION_ERROR otherwise)."""
+def validated(serializer_class: type, data: Any, *, partial: bool = False, hint: str = "") -> dict[str, Any]:
+    """Validate a JSON object body with a DRF serializer (VALIDATION_ERROR otherwise).
+
+    With a ``hint``, members the serializer does not know are refused too (DRF would drop
+    them silently, and the client would think they were saved); the hint ends the message.
+    """
     if not isinstance(data, dict):
         raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
                           [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
     serializer = serializer_class(data=data, partial=partial)
+    if hint:
+        _refuse_unknown(data, serializer, hint)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+def _refuse_unknown(data: dict[str, Any], serializer: Any, hint: str) -> None:
+    unknown = [name for name in data if name not in serializer.fields]
+    if unknown:
+        names = ", ".join(unknown)
+        raise HasheeError("VALIDATION_ERROR", f"Unknown field(s): {names}. {hint}", [
+            {"path": f"/{name}", "code": "UNKNOWN_FIELD", "message": "not a field of this request"}
+            for name in unknown])
 
 
 class Pagination(PageNumberPagination):

@@ -31,7 +31,7 @@ class EventListView(APIView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(
-        operation_id="events_list",
+        operation_id="events_list", summary="Read my events since a cursor",
         parameters=[OpenApiParameter("since", int, description="Return events after this id"),
                     OpenApiParameter("limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})")],
         responses={200: OpenApiResponse(description='`{"events": [frame…], "last_id": int, "has_more": bool}`; '

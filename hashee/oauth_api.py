@@ -114,7 +114,8 @@ class OAuthTokenView(APIView):
     parser_classes = [FormParser]
 
     @extend_schema(
-        operation_id="oauth_token", auth=[], request={"application/x-www-form-urlencoded": TokenExchangeInput},
+        operation_id="oauth_token", summary="Exchange an agent key for a short-lived token",
+        auth=[], request={"application/x-www-form-urlencoded": TokenExchangeInput},
         responses={200: TokenOutput, 400: OpenApiResponse(OAuthErrorOutput, description="RFC 6749 §5.2 error")},
         description="OAuth 2.0 Token Exchange (RFC 8693): an agent key (hak_) for a hat_ token that acts as the "
                     "agent within its scopes until it expires (expires_in ≤ 600 s) or the key is revoked. Scopes: "

@@ -80,6 +80,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "hashee.not_found.ApiNotFoundMiddleware",
 ]
 
 # Pages run only our own scripts and styles, from files (no inline script, style or style

@@ -3,12 +3,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from hashee import views
 from hashee.events_api import EventListView
 from hashee.login_throttle import ThrottledAdminLoginForm, refused_with_429
 from hashee.oauth_api import OAuthTokenView
+from hashee.schema_view import SchemaView
 
 # The admin's login is throttled like the portal's (hashee.login_throttle).
 admin.site.login_form = ThrottledAdminLoginForm
@@ -18,7 +19,7 @@ urlpatterns = [
     path("admin/login/", refused_with_429(admin.site.login)),
     path("admin/", admin.site.urls),
     path("portal/", include("portal.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", SchemaView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html"),
          name="api-docs"),
     path("healthz", views.healthz, name="healthz"),
@@ -31,5 +32,5 @@ urlpatterns = [
     path("", include("toolcalls.urls")),
 ]
 
-handler404 = "hashee.views.not_found"
+handler404 = "hashee.not_found.not_found"
 handler500 = "hashee.views.server_error"

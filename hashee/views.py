@@ -1,8 +1,6 @@
-"""Project-level views: health check and JSON error pages for non-DRF routes."""
+"""Project-level views: health check, the platform JWKS and the JSON 500 page."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -28,10 +26,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
-def not_found(request: HttpRequest, exception: Any = None) -> JsonResponse:
-    return _error("NOT_FOUND", "No such route.", 404)
-
-
 def server_error(request: HttpRequest) -> JsonResponse:
     return _error("INTERNAL_ERROR", "An unexpected error occurred.", 500)
 
@@ -42,7 +36,7 @@ class PingView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="ping", responses={200: dict})
+    @extend_schema(operation_id="ping", summary="Ping", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response({"ok": True})
 
@@ -53,6 +47,6 @@ class PlatformJwksView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list[type] = []
 
-    @extend_schema(operation_id="platform_jwks", responses={200: dict})
+    @extend_schema(operation_id="platform_jwks", summary="The platform's signing keys (JWKS)", responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(platform_jwks())

@@ -44,7 +44,8 @@ class RelationOutput(serializers.Serializer):
 class RelationListCreateView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="relations_list", responses={200: inline_serializer("PaginatedRelationList", {
+    @extend_schema(operation_id="relations_list", summary="List my relations",
+                   responses={200: inline_serializer("PaginatedRelationList", {
         "count": serializers.IntegerField(), "next": serializers.URLField(allow_null=True),
         "previous": serializers.URLField(allow_null=True), "results": RelationOutput(many=True)}), 400: ERROR, 401: ERROR})
     def get(self, request: Request) -> Response:
@@ -52,7 +53,8 @@ class RelationListCreateView(APIView):
         page = paginator.paginate_queryset(selectors.relations_of_user(user=request.user), request, view=self)
         return paginator.get_paginated_response([services.relation_payload(r) for r in page])
 
-    @extend_schema(operation_id="relations_create", request=RelationCreateInput,
+    @extend_schema(operation_id="relations_create", summary="Connect to an agent (consent to scopes)",
+                   request=RelationCreateInput,
                    responses={201: RelationOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def post(self, request: Request) -> Response:
         data = validated(RelationCreateInput, json_body(request))
@@ -64,12 +66,14 @@ class RelationListCreateView(APIView):
 class RelationDetailView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="relations_retrieve", responses={200: RelationOutput, 404: ERROR})
+    @extend_schema(operation_id="relations_retrieve", summary="Get a relation",
+                   responses={200: RelationOutput, 404: ERROR})
     def get(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
         return Response(services.relation_payload(relation))
 
-    @extend_schema(operation_id="relations_reconsent", request=RelationUpdateInput,
+    @extend_schema(operation_id="relations_reconsent", summary="Change or re-consent to granted scopes",
+                   request=RelationUpdateInput,
                    responses={200: RelationOutput, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def patch(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
@@ -77,7 +81,8 @@ class RelationDetailView(APIView):
         relation = services.relation_reconsent(relation=relation, **data)
         return Response(services.relation_payload(relation))
 
-    @extend_schema(operation_id="relations_revoke", responses={200: RelationOutput, 404: ERROR})
+    @extend_schema(operation_id="relations_revoke", summary="Revoke a relation",
+                   responses={200: RelationOutput, 404: ERROR})
     def delete(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
         relation = services.relation_revoke(relation=relation)

@@ -40,7 +40,7 @@ class RelationToolsView(APIView):
     content_negotiation_class = FormatIsNotARenderer
 
     @extend_schema(
-        operation_id="relations_tools",
+        operation_id="relations_tools", summary="The tools the agent may call now",
         parameters=[OpenApiParameter("format", str, enum=list(FORMATS), default=DEFAULT_FORMAT,
                                      description="mcp: an MCP tools/list result; openai: function tools; "
                                                  "anthropic: Anthropic tools")],

@@ -168,7 +168,7 @@ class MessageListCreateView(APIView):
         self.check_permissions(request)
 
     @extend_schema(
-        operation_id="messages_send", request=MessageInput,
+        operation_id="messages_send", summary="Send a message (a tool call or its answer)", request=MessageInput,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
                                      description="Replay → same response; other body → 422; concurrent → 409")],
         responses={201: MessageOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR, 413: ERROR,
@@ -264,7 +264,7 @@ class MessageListCreateView(APIView):
         return Response(body, status=status.HTTP_201_CREATED, headers=headers)
 
     @extend_schema(
-        operation_id="messages_list",
+        operation_id="messages_list", summary="Read a relation's messages",
         parameters=[OpenApiParameter("after", str, description="A message_id: return the messages after it (one "
                                      "past the retention, HASHEE_MESSAGE_RETENTION_DAYS, is 404: fetch again "
                                      "without after)"),

@@ -182,13 +182,14 @@ def _agent_keys(agent_id: Any) -> dict[str, Any]:
 class DeviceKeyListCreateView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="keys_devices_list", responses={200: DeviceKeyListOutput, 401: ERROR, 403: ERROR},
+    @extend_schema(operation_id="keys_devices_list", summary="List my device keys",
+                   responses={200: DeviceKeyListOutput, 401: ERROR, 403: ERROR},
                    description="My devices' live public keys, approved and pending.")
     def get(self, request: Request) -> Response:
         return Response({"devices": _devices(request.user)})
 
     @extend_schema(
-        operation_id="keys_devices_register", request=DeviceKeyInput,
+        operation_id="keys_devices_register", summary="Publish this device's public keys", request=DeviceKeyInput,
         responses={201: DeviceKeyOutput, 200: OpenApiResponse(DeviceKeyOutput, description="Already registered"),
                    400: ERROR, 401: ERROR, 403: ERROR, 409: ERROR},
         description="Publish this device's public keys. The same keys again → 200; new keys for the same "
@@ -208,7 +209,8 @@ class DeviceKeyListCreateView(APIView):
 class DeviceKeyDetailView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="keys_devices_revoke", responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
+    @extend_schema(operation_id="keys_devices_revoke", summary="Revoke a device key",
+                   responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
                    description="Revoke this device's key: agents stop encrypting to it.")
     def delete(self, request: Request, device_id: str) -> Response:
         device_key_revoke(user=request.user, device_id=device_id)
@@ -218,7 +220,7 @@ class DeviceKeyDetailView(APIView):
 class DeviceKeyApproveView(APIView):
     permission_classes = [IsUser]
 
-    @extend_schema(operation_id="keys_devices_approve", request=ApprovalInput,
+    @extend_schema(operation_id="keys_devices_approve", summary="Approve a pending device", request=ApprovalInput,
                    responses={200: DeviceKeyOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR},
                    description="Approve a pending device with the signature of one of your approved devices "
                                "(400 KEY_SIGNATURE_INVALID if it does not verify); approving an approved device "
@@ -251,7 +253,8 @@ def _is_the_owner(principal: Any, agent: Agent) -> bool:
 class AgentKeyListCreateView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="agents_keys_list", responses={200: AgentKeyListOutput, 401: ERROR, 403: ERROR,
+    @extend_schema(operation_id="agents_keys_list", summary="List the agent's runtime keys",
+                   responses={200: AgentKeyListOutput, 401: ERROR, 403: ERROR,
                                                                404: ERROR},
                    description="The agent's live runtime keys (the agent itself or its owner).")
     def get(self, request: Request, agent_id: str) -> Response:
@@ -261,7 +264,7 @@ class AgentKeyListCreateView(APIView):
         return Response(_agent_keys(agent.pk))
 
     @extend_schema(
-        operation_id="agents_keys_register", request=AgentKeyInput,
+        operation_id="agents_keys_register", summary="Publish the agent runtime's public keys", request=AgentKeyInput,
         responses={201: AgentKeyOutput, 200: OpenApiResponse(AgentKeyOutput, description="Already registered"),
                    400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR},
         description="Publish an agent runtime's public keys; only with that agent's own hak_ key. An agent may "
@@ -280,7 +283,8 @@ class AgentKeyListCreateView(APIView):
 class AgentKeyDetailView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="agents_keys_revoke", responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
+    @extend_schema(operation_id="agents_keys_revoke", summary="Revoke an agent runtime key",
+                   responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
                    description="Revoke one of the agent's keys (the agent itself or its owner).")
     def delete(self, request: Request, agent_id: str, key_id: str) -> Response:
         agent = _agent(request.user, agent_id)
@@ -293,7 +297,8 @@ class AgentKeyDetailView(APIView):
 class RelationKeysView(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(operation_id="relations_keys", responses={200: RelationKeysOutput, 401: ERROR, 404: ERROR},
+    @extend_schema(operation_id="relations_keys", summary="The relation's user's device keys",
+                   responses={200: RelationKeysOutput, 401: ERROR, 404: ERROR},
                    description="The live public keys of the relation's user (its approved devices, each with "
                                "the approval that vouches for it) and agent (per runtime), oldest first. Only the "
                                "relation's user and agent may read them; others get 404. SDKs trust none of it "

@@ -325,6 +325,27 @@ def test_request_field_errors_carry_pointers(alice_api: APIClient) -> None:
     assert "/name" in {d["path"] for d in error["details"]}
 
 
+def test_a_bare_manifest_as_the_create_body_is_refused_with_a_hint_to_wrap_it(alice_api: APIClient,
+                                                                              manifest: dict) -> None:
+    response = alice_api.post("/agents", {"name": "DemoBot", **manifest}, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR" and "capability_manifest" in error["message"]
+    assert {d["path"] for d in error["details"]} == {f"/{key}" for key in manifest}
+    assert {d["code"] for d in error["details"]} == {"UNKNOWN_FIELD"}
+    assert not Agent.objects.exists()
+
+
+def test_an_unknown_field_in_a_patch_is_refused_and_nothing_changes(alice_api: APIClient, manifest: dict) -> None:
+    agent = create_agent(alice_api, manifest)
+    response = patch(alice_api, agent["agent_id"], {"description": "new", "tools": []})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "capability_manifest" in error["message"]
+    assert error["details"] == [{"path": "/tools", "code": "UNKNOWN_FIELD", "message": "not a field of this request"}]
+    assert Agent.objects.get().description == "reads files"
+
+
 def test_the_owner_issues_an_agent_key_shown_once_and_revokes_it(alice_api: APIClient, mallory_api: APIClient,
                                                                   manifest: dict) -> None:
     agent_id = create_agent(alice_api, manifest)["agent_id"]

@@ -119,3 +119,51 @@ def test_unknown_routes_answer_in_the_error_shape(anon: APIClient) -> None:
 
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "NOT_FOUND"
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def _openapi(anon: APIClient) -> dict[str, Any]:
+    return anon.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+
+
+def test_the_schema_link_opens_in_a_browser_as_json(anon: APIClient) -> None:
+    response = anon.get("/api/schema/", HTTP_ACCEPT=BROWSER_ACCEPT)
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"  # a type browsers show instead of downloading
+    assert not response.get("Content-Disposition", "inline").startswith("attachment")
+    assert response.json()["openapi"].startswith("3.")
+    assert anon.get("/api/schema/?format=yaml").content.startswith(b"openapi:")
+
+
+def test_the_docs_open_on_the_endpoints_and_end_with_the_error_and_event_tables(anon: APIClient) -> None:
+    schema = _openapi(anon)
+
+    assert "NOT_FOUND" not in schema["info"]["description"]  # no tables before the first endpoint
+    operation_tags = {tag for operations in schema["paths"].values() for op in operations.values()
+                      for tag in op["tags"]}
+    names = [tag["name"] for tag in schema["tags"]]
+    assert set(names[:-1]) == operation_tags and names[-1] not in operation_tags
+    reference = schema["tags"][-1]["description"]
+    assert all(f"`{code}`" in reference for code in API_ERRORS)
+    assert "`h2a.reauth_required`" in reference
+
+
+def test_every_endpoint_has_a_summary(anon: APIClient) -> None:
+    operations = [(path, method, op) for path, ops in _openapi(anon)["paths"].items() for method, op in ops.items()]
+
+    assert [f"{method.upper()} {path}" for path, method, op in operations if not op.get("summary")] == []
+
+
+def test_change_records_are_typed_as_records(anon: APIClient) -> None:
+    schemas = _openapi(anon)["components"]["schemas"]
+    record = schemas["ChangeRecordOutput"]
+
+    assert set(record["properties"]) == {"rule", "path", "tool", "scope", "before", "after", "breaking", "example"}
+    assert set(record["required"]) == {"rule", "path", "breaking"}
+    assert record["properties"]["breaking"]["type"] == "boolean"
+    for output, field in [("ManifestUpdateOutput", "changes"), ("ManifestUpdateOutput", "breaking_changes"),
+                          ("VersionOutput", "changes"), ("ManifestDiffOutput", "breaking_changes")]:
+        assert schemas[output]["properties"][field]["items"] == {"$ref": "#/components/schemas/ChangeRecordOutput"}

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -22,7 +21,7 @@ from agents.models import ApiKey
 from hashee.auth import api_key_create
 from hashee.core import signing
 from relations import services as relation_services
-from tests.hostile import db_dump
+from tests.hostile import api_routes, db_dump
 from toolcalls.keydir_models import AgentKey
 from toolcalls.sdk import KeyPair
 
@@ -39,23 +38,6 @@ OBJECT_ROUTES = {
 PUBLIC_READS = {"agent", "agent-versions", "agent-version", "agent-diff", "agent-card", "agent-card-v1",
                 "agent-card-seed", "agent-identity", "agent-jwks"}
 QUERY = {"agent-diff": "?from=1&to=1", "events": "?since=0", "messages": "?limit=100"}
-
-
-def _api_routes() -> dict[str, Any]:
-    """URL name → (route with <converters>, view class) for every named API route with a parameter."""
-    found: dict[str, Any] = {}
-
-    def walk(patterns: list[Any], prefix: str) -> None:
-        for pattern in patterns:
-            route = prefix + str(pattern.pattern)
-            if isinstance(pattern, URLResolver):
-                if not route.startswith(("admin/", "portal/")):
-                    walk(pattern.url_patterns, route)
-            elif isinstance(pattern, URLPattern) and pattern.name and ("<" in route or pattern.name == "events"):
-                found[pattern.name] = (route, getattr(pattern.callback, "view_class", None))
-
-    walk(get_resolver().url_patterns, "")
-    return found
 
 
 def _methods(view_class: Any) -> list[str]:
@@ -127,11 +109,11 @@ def _body(name: str, method: str) -> Any:
 
 
 def test_the_inventory_of_object_routes_is_classified() -> None:
-    assert set(_api_routes()) == OBJECT_ROUTES
+    assert set(api_routes()) == OBJECT_ROUTES
 
 
 def test_intruders_are_refused_everywhere_and_nothing_changes(world: dict[str, Any]) -> None:
-    routes = _api_routes()
+    routes = api_routes()
     before = db_dump()
     anonymous = _client(None)
     failures: list[str] = []
