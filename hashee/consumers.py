@@ -24,7 +24,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from hashee import events
+from hashee import events, metrics
 from hashee.access import CLOSE_TOO_MANY, CLOSE_UNAUTHENTICATED, SocketAccess, session_digest
 from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from hashee.hub import EventHub, get_hub
@@ -107,6 +107,8 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         # Accepted only once registered: a client that sees the handshake complete misses
         # nothing dispatched after it (the pager reads what was dispatched meanwhile).
         await self.accept()
+        self.counted = True
+        metrics.socket_opened()
         self.tasks.append(asyncio.create_task(self._write()))
         await self._start(None if since_raw is None else int(since_raw), start)
 
@@ -264,6 +266,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "outbox"):
             self._stop()
+        if getattr(self, "counted", False):
+            self.counted = False
+            metrics.socket_closed()
 
 
 class UserEventsConsumer(EventStreamConsumer):
