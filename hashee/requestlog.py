@@ -78,6 +78,18 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+def install(log_format: str) -> None:
+    """With ``json``, the server's own lines (uvicorn's handlers, Python warnings) are JSON
+    too, so a log collector reads every line of a worker the same way."""
+    if log_format != "json":
+        return
+    logging.captureWarnings(True)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setFormatter(JsonFormatter())
+            handler.addFilter(RequestIdFilter())
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, request_id, and for
     request lines method, route, status and duration_ms."""
