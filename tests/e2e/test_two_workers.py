@@ -19,6 +19,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
@@ -65,7 +66,9 @@ def deployment(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deploym
     database_url, _ = _require_services()
     with django_db_blocker.unblock():
         test_database = connection.settings_dict["NAME"]
-    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60"}
+    # The test's sessions (Client.force_login) are signed with this process's key: the workers need it too.
+    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
+           "DJANGO_SECRET_KEY": settings.SECRET_KEY}
     with Deployment(workers=2, env=env) as running:
         yield running
 
