@@ -11,20 +11,18 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.local import Deployment
 from relations import services as relation_services
 from tests.e2e.test_two_workers import (
-    _require_services,
-    _with_database,
     bearer,
     breaking_manifest,
     frames_until,
     open_socket,
     ready,
     run,
+    workers_env,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -37,11 +35,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 @pytest.fixture(scope="module")
 def metered(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deployment]:
-    database_url, _ = _require_services()
-    with django_db_blocker.unblock():
-        test_database = connection.settings_dict["NAME"]
-    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
-           "HASHEE_METRICS_TOKEN": METRICS_TOKEN, "HASHEE_LOG_FORMAT": "json"}
+    env = {**workers_env(django_db_blocker), "HASHEE_METRICS_TOKEN": METRICS_TOKEN, "HASHEE_LOG_FORMAT": "json"}
     with Deployment(workers=2, env=env) as running:
         yield running
 
