@@ -163,6 +163,8 @@ class MessageListCreateView(APIView):
     # An agent key that the statement storing the message checks (_send_with_agent_key):
     # authentication waits for it, and runs as usual when it does not apply.
     deferred_key: KeyMatch | None = None
+    # An idempotent replay answers a call already counted.
+    replayed = False
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.deferred_key = _deferrable_key(request)
@@ -209,6 +211,7 @@ class MessageListCreateView(APIView):
                 principal=_principal_key(sender), key=key,
                 fingerprint=idempotency.fingerprint(method="POST", path=request.path, body=body))
             if isinstance(found, dict):
+                self.replayed = True
                 return Response(found["body"], status=found["status"], headers=found["headers"])
             claim = found
         try:
@@ -219,7 +222,7 @@ class MessageListCreateView(APIView):
             raise
 
     def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
-        if request.method == "POST" and _is_tool_call(request):
+        if request.method == "POST" and not self.replayed and _is_tool_call(request):
             metrics.tool_call_answered(status=response.status_code, code=_error_code(response))
         return super().finalize_response(request, response, *args, **kwargs)
 

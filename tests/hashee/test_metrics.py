@@ -89,3 +89,15 @@ def test_a_manifest_patch_and_a_tool_call_move_their_counters(agent: Agent, rela
     assert value(after, "hashee_tool_calls_refused_total", code=code) == value(
         before, "hashee_tool_calls_refused_total", code=code) + 1
     assert events_written(after) > events_written(before)
+
+
+@pytest.mark.django_db
+def test_a_replayed_tool_call_is_counted_once(relation: Relation, agent_api: APIClient) -> None:
+    before = scrape(Client())
+    call = {"msg_subtype": "artifact_tool_call", "content_type": "artifact", "payload": {"c": "x"}}
+    for _ in range(2):
+        sent = agent_api.post(f"/h2a/relations/{relation.pk}/messages", call, format="json",
+                              headers={"Idempotency-Key": "call-once"})
+        assert sent.status_code == 201
+    after = scrape(Client())
+    assert value(after, "hashee_tool_calls_relayed_total") == value(before, "hashee_tool_calls_relayed_total") + 1
