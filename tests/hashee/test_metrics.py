@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from hashee.checks import check_metrics_token
 from relations import services as relation_services
 from relations.models import Relation
 
@@ -101,3 +102,11 @@ def test_a_replayed_tool_call_is_counted_once(relation: Relation, agent_api: API
         assert sent.status_code == 201
     after = scrape(Client())
     assert value(after, "hashee_tool_calls_relayed_total") == value(before, "hashee_tool_calls_relayed_total") + 1
+
+
+@pytest.mark.parametrize(("debug", "token", "warned"), [(False, "", True), (False, "t0ken-for-prometheus", False),
+                                                        (True, "", False)])
+def test_check_deploy_warns_of_an_open_metrics_endpoint_in_production(settings: Any, debug: bool, token: str,
+                                                                      warned: bool) -> None:
+    settings.DEBUG, settings.HASHEE_METRICS_TOKEN = debug, token
+    assert [m.id for m in check_metrics_token(None)] == (["hashee.W003"] if warned else [])
