@@ -71,6 +71,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     # Sockets are fed by the process's hub, not by the channel layer: no per-socket
     # layer channel (and no per-socket Redis receive loop) is created.
     channel_layer_alias = "hashee.sockets-use-the-hub"
+    counted = False  # in the open-sockets gauge (from accept to disconnect)
 
     async def connect(self) -> None:
         self.hub: EventHub | None = None
@@ -266,7 +267,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "outbox"):
             self._stop()
-        if getattr(self, "counted", False):
+        if self.counted:
             self.counted = False
             metrics.socket_closed()
 
