@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agents.models import Agent
 from hashee.checks import check_metrics_token
+from hashee.webhooks import webhook_deliver_due, webhook_enqueue
 from relations import services as relation_services
 from relations.models import Relation
 
@@ -110,3 +113,21 @@ def test_check_deploy_warns_of_an_open_metrics_endpoint_in_production(settings: 
                                                                       warned: bool) -> None:
     settings.DEBUG, settings.HASHEE_METRICS_TOKEN = debug, token
     assert [m.id for m in check_metrics_token(None)] == (["hashee.W003"] if warned else [])
+
+
+def test_webhook_deliveries_are_counted_by_outcome(observed_agent: Agent, receiver: Any) -> None:
+    def count(outcome: str) -> float:
+        return REGISTRY.get_sample_value("hashee_webhook_deliveries_total", {"outcome": outcome}) or 0.0
+
+    before = {outcome: count(outcome) for outcome in ("retrying", "delivered", "failed")}
+    receiver.statuses = [500]
+    delivery = webhook_enqueue(agent=observed_agent, event_type="h2a.reauth_required", data={"a": 1}, event_id=7)
+    assert delivery is not None
+    assert webhook_deliver_due() == 1
+    delivery.refresh_from_db()
+    assert webhook_deliver_due(now=delivery.next_attempt_at + timedelta(seconds=1)) == 1
+    Agent.objects.filter(pk=observed_agent.pk).update(webhook_url="")
+    webhook_enqueue(agent=observed_agent, event_type="h2a.reauth_required", data={"a": 2}, event_id=8)
+    assert webhook_deliver_due(now=delivery.next_attempt_at + timedelta(seconds=2)) == 1
+    assert {outcome: count(outcome) - n for outcome, n in before.items()} == {
+        "retrying": 1, "delivered": 1, "failed": 1}
