@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.identity import SignatureCheck, manifest_signature_check
 from agents.models import Agent, ManifestVersion
+from hashee import metrics
 from hashee.access import sockets_close
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
@@ -117,6 +118,7 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
     )
     _sync_agent_index(agent, version)
     _emit_manifest_events(agent, version)
+    transaction.on_commit(lambda: metrics.manifest_stored(breaking=diff.breaking))
     agent._recorded_version = version
     agent._recorded_diff = diff
     return version

@@ -17,7 +17,9 @@ As a library::
 
 The environment passes through (``env=`` overrides or adds variables), plus
 ``DJANGO_ALLOWED_HOSTS=127.0.0.1,localhost`` and ``HASHEE_WEBHOOK_ALLOW_PRIVATE=1``, and
-a random ``DJANGO_SECRET_KEY`` shared by the workers unless one is set.
+a random ``DJANGO_SECRET_KEY`` shared by the workers unless one is set, and
+``PROMETHEUS_MULTIPROC_DIR`` (a fresh ``metrics-…`` directory under ``log_dir`` unless one
+is set, which must start empty), where every worker writes the values ``GET /metrics`` adds up.
 ``DATABASE_URL`` and ``REDIS_URL`` are required: several workers need a shared database
 and a shared channel layer. ``manage.py migrate --noinput`` runs first. Workers' output
 goes to ``worker-<i>.log`` under ``log_dir`` (a fresh temporary directory by default).
@@ -168,6 +170,10 @@ class Deployment:
         self.migrate = migrate
         self.log_dir = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="hashee-deploy-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # The workers report their metrics together through files here (prometheus-client's
+        # multiprocess mode); files left by an earlier run would be counted too.
+        if not self.env.get("PROMETHEUS_MULTIPROC_DIR"):
+            self.env["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="metrics-", dir=self.log_dir)
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.uvicorn_args = list(uvicorn_args)

@@ -59,3 +59,21 @@ def check_access_token_lifetime(app_configs: Any, **kwargs: Any) -> list[Any]:
         return [Error("HASHEE_ACCESS_TOKEN_SECONDS must be between 1 and 600 (SPEC §10.3: expires_in ≤ 600).",
                       id="hashee.E003")]
     return []
+
+
+@register(Tags.security, deploy=True)
+def check_metrics_token(app_configs: Any, **kwargs: Any) -> list[Any]:
+    # Open by default so a development machine and a private network need no setup; counts
+    # of agents' activity are not for the public Internet.
+    if not settings.DEBUG and not settings.HASHEE_METRICS_TOKEN:
+        return [Warning("HASHEE_METRICS_TOKEN is not set: GET /metrics answers anyone who can reach the server.",
+                        hint="Set HASHEE_METRICS_TOKEN and scrape with Authorization: Bearer <it>, or keep "
+                             "/metrics off the public address at the proxy.", id="hashee.W003")]
+    return []
+
+
+@register()
+def check_log_format(app_configs: Any, **kwargs: Any) -> list[Any]:
+    if settings.HASHEE_LOG_FORMAT not in ("plain", "json"):
+        return [Warning("HASHEE_LOG_FORMAT is neither plain nor json; plain is used.", id="hashee.W004")]
+    return []

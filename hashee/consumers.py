@@ -24,7 +24,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from hashee import events
+from hashee import events, metrics
 from hashee.access import CLOSE_TOO_MANY, CLOSE_UNAUTHENTICATED, SocketAccess, session_digest
 from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from hashee.hub import EventHub, get_hub
@@ -71,6 +71,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     # Sockets are fed by the process's hub, not by the channel layer: no per-socket
     # layer channel (and no per-socket Redis receive loop) is created.
     channel_layer_alias = "hashee.sockets-use-the-hub"
+    counted = False  # in the open-sockets gauge (from accept to disconnect)
 
     async def connect(self) -> None:
         self.hub: EventHub | None = None
@@ -107,6 +108,8 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         # Accepted only once registered: a client that sees the handshake complete misses
         # nothing dispatched after it (the pager reads what was dispatched meanwhile).
         await self.accept()
+        self.counted = True
+        metrics.socket_opened()
         self.tasks.append(asyncio.create_task(self._write()))
         await self._start(None if since_raw is None else int(since_raw), start)
 
@@ -264,6 +267,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "outbox"):
             self._stop()
+        if self.counted:
+            self.counted = False
+            metrics.socket_closed()
 
 
 class UserEventsConsumer(EventStreamConsumer):

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from django.db.models.fields import AutoFieldMixin
 from django.db.models.functions import Cast, Length
 from django.utils import timezone
 
+from hashee import metrics
 from hashee.models import Event, EventLogState
 
 logger = logging.getLogger(__name__)
@@ -238,7 +240,9 @@ def ring_doorbell(event: Event) -> None:
     local hub at once. Elsewhere (management commands, tests without a server) it is sent
     here. A lost or late doorbell only delays delivery: the log is the truth.
     """
+    metrics.event_written(type=event.type)  # every committed event passes here, once
     record = _doorbell_record(event)
+    record["committed_at"] = time.time()  # the hubs measure the delay to their sockets from it
     bell = LoopDoorbell.current
     if bell is not None and bell.ring(record):
         return

@@ -23,6 +23,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from hashee import metrics
 from hashee.access import SocketAccess, close_code
 from hashee.events import SOCKETS_CLOSE, doorbell_group, event_record, latest_event_id
 from hashee.models import Event
@@ -237,6 +238,8 @@ class EventHub:
             targets |= self.agents.get(record["agent_id"], set())
         for subscriber in targets:
             subscriber.offer(record["id"], text)
+        if targets:
+            metrics.event_delivered(committed_at=record.get("committed_at"))
         if record["user_id"] is not None and record["type"] in ("h2a.relation_created", "h2a.relation_revoked"):
             live = record["type"] == "h2a.relation_created"
             for subscriber in list(self.users.get(record["user_id"], ())):

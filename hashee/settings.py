@@ -70,6 +70,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "hashee.requestlog.RequestIdMiddleware",  # first: its id, timing and count cover every answer
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "hashee.static.StaticFilesMiddleware",
@@ -250,11 +251,21 @@ HASHEE_MAX_SOCKETS_PER_PRINCIPAL = int(os.environ.get("HASHEE_MAX_SOCKETS_PER_PR
 # Lifetime of the hat_ tokens POST /oauth/token issues (SPEC §10.3: at most 600).
 HASHEE_ACCESS_TOKEN_SECONDS = int(os.environ.get("HASHEE_ACCESS_TOKEN_SECONDS", "600"))
 
+# GET /metrics needs "Authorization: Bearer <this>" when set; unset, it is open (check --deploy warns).
+HASHEE_METRICS_TOKEN = os.environ.get("HASHEE_METRICS_TOKEN", "")
+# "plain" or "json" (one JSON object per line, hashee.requestlog).
+HASHEE_LOG_FORMAT = os.environ.get("HASHEE_LOG_FORMAT", "plain").strip().lower()
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "hashee.requestlog.RequestIdFilter"},
+                "redact": {"()": "hashee.logredact.RedactTokens"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "hashee.requestlog.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             "formatter": "json" if HASHEE_LOG_FORMAT == "json" else "plain",
+                             "filters": ["request_id", "redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("HASHEE_LOG_LEVEL", "INFO")},
     # httpx logs full URLs at INFO, and a webhook URL may carry a token.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},

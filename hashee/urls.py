@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html"),
          name="api-docs"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.metrics_view, name="metrics"),
     path(".well-known/jwks.json", views.PlatformJwksView.as_view(), name="platform-jwks"),
     path("api/ping", views.PingView.as_view(), name="ping"),
     path("events", EventListView.as_view(), name="events"),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hashee import metrics
 from hashee.platform_key import platform_jwks
 
 
@@ -24,6 +25,16 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception:  # any database failure means "not ready"
         return _error("SERVICE_UNAVAILABLE", "The database is unavailable.", 503)
     return JsonResponse({"status": "ok"})
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition (SPEC §11); with HASHEE_METRICS_TOKEN set, for its bearer only."""
+    if not metrics.authorized(request):
+        response = _error("NOT_AUTHENTICATED", "GET /metrics needs Authorization: Bearer <HASHEE_METRICS_TOKEN>.", 401)
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    body, content_type = metrics.exposition()
+    return HttpResponse(body, content_type=content_type)
 
 
 def server_error(request: HttpRequest) -> JsonResponse:

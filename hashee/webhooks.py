@@ -32,6 +32,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from agents.models import Agent
+from hashee import metrics
 from hashee.core.addresses import is_public_address
 from hashee.errors import HasheeError
 from hashee.webhook_models import WebhookAttempt, WebhookDelivery, WebhookWorkerHeartbeat
@@ -370,6 +371,7 @@ def _record(delivery: WebhookDelivery, outcome: _Outcome, *, now: datetime) -> N
                                       error=_short(outcome.error), response_excerpt=_short(outcome.response_excerpt))
         delivery.save(update_fields=["attempt_count", "last_status_code", "last_error", "status", "delivered_at",
                                      "next_attempt_at"])
+    metrics.webhook_attempted(outcome="delivered" if outcome.ok else "failed" if delay is None else "retrying")
     # Never the payload, the URL (it may carry a token) or the secret.
     logger.info("webhook delivery %s agent %s attempt %s: status %s in %d ms → %s%s", delivery.pk,
                 delivery.agent_id, delivery.attempt_count, outcome.status_code or "-", outcome.duration_ms,

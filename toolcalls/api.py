@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from hashee import metrics
 from hashee.api import json_body
 from hashee.auth import AgentPrincipal, KeyMatch, agent_key_match
 from hashee.errors import HasheeError
@@ -139,6 +140,19 @@ def _plain_agent_message(request: Request) -> tuple[dict[str, Any], int] | None:
     return (data, size) if size <= services.MAX_PAYLOAD_BYTES else None
 
 
+def _is_tool_call(request: Request) -> bool:
+    try:
+        body = json_body(request)
+    except (HasheeError, APIException):
+        return False
+    return isinstance(body, dict) and body.get("msg_subtype") == Message.Subtype.ARTIFACT_TOOL_CALL
+
+
+def _error_code(response: Response) -> str | None:
+    error = response.data.get("error") if isinstance(response.data, dict) else None
+    return error.get("code") if isinstance(error, dict) else None
+
+
 def _principal_key(sender: services.Sender) -> str:
     relation = sender.relation
     return f"agent:{relation.agent_id}" if sender.kind == "agent" else f"user:{relation.user_id}"
@@ -149,6 +163,8 @@ class MessageListCreateView(APIView):
     # An agent key that the statement storing the message checks (_send_with_agent_key):
     # authentication waits for it, and runs as usual when it does not apply.
     deferred_key: KeyMatch | None = None
+    # An idempotent replay answers a call already counted.
+    replayed = False
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self.deferred_key = _deferrable_key(request)
@@ -195,6 +211,7 @@ class MessageListCreateView(APIView):
                 principal=_principal_key(sender), key=key,
                 fingerprint=idempotency.fingerprint(method="POST", path=request.path, body=body))
             if isinstance(found, dict):
+                self.replayed = True
                 return Response(found["body"], status=found["status"], headers=found["headers"])
             claim = found
         try:
@@ -203,6 +220,11 @@ class MessageListCreateView(APIView):
             if claim is not None:
                 idempotency.idempotency_release(claim=claim)
             raise
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        if request.method == "POST" and not self.replayed and _is_tool_call(request):
+            metrics.tool_call_answered(status=response.status_code, code=_error_code(response))
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def _send_with_agent_key(self, request: Request, relation_id: str, key: KeyMatch) -> Response | None:
         """The relay's hot path for all but tool calls: an agent's plainly valid message,

@@ -60,16 +60,20 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + quote(name)))
 
 
-@pytest.fixture(scope="module")
-def deployment(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deployment]:
-    """Two uvicorn workers on the database this test session uses, stopped after the module."""
+def workers_env(django_db_blocker: Any) -> dict[str, str]:
+    """The workers' environment: the database this test session uses, a 60 s poll."""
     database_url, _ = _require_services()
     with django_db_blocker.unblock():
         test_database = connection.settings_dict["NAME"]
-    # The workers sign with the test process's key: sessions it logs in are theirs too.
-    env = {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
-           "DJANGO_SECRET_KEY": settings.SECRET_KEY}
-    with Deployment(workers=2, env=env) as running:
+    # The test's sessions (Client.force_login) are signed with this process's key: the workers need it too.
+    return {"DATABASE_URL": _with_database(database_url, test_database), "HASHEE_EVENT_POLL_SECONDS": "60",
+            "DJANGO_SECRET_KEY": settings.SECRET_KEY}
+
+
+@pytest.fixture(scope="module")
+def deployment(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Deployment]:
+    """Two uvicorn workers on the database this test session uses, stopped after the module."""
+    with Deployment(workers=2, env=workers_env(django_db_blocker)) as running:
         yield running
 
 
