@@ -209,7 +209,8 @@ def terminal_prompt(auto_yes: bool) -> Any:
         print(f"\n[bob's device] {request.agent_name or 'agent ' + request.agent_id} wants to "
               f"{request.tool_name}{what} {json.dumps(request.arguments)}\n"
               f"  permission {request.scope} ({request.sensitivity}), manifest v{request.manifest_version}; "
-              f"{publisher}")
+              f"{publisher}"
+              + ("\n  newly granted since this device last looked: confirm it here" if request.newly_granted else ""))
         if auto_yes:
             print("  Allow? [y/N] y (--yes)")
             return True

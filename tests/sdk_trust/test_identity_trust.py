@@ -20,10 +20,22 @@ from agents import services as agent_services
 from hashee.auth import api_key_create
 from hashee.core import signing
 from relations import services as relation_services
+from relations.models import Relation
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
 from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolResult, UserClient, contract, seal, statements
+from toolcalls.sdk import (
+    AgentRuntime,
+    AuditLog,
+    KeyPair,
+    PromptRequest,
+    Recipient,
+    ToolResult,
+    UserClient,
+    contract,
+    seal,
+    statements,
+)
 from toolcalls.sdk.errors import ToolCallTimeout
 from toolcalls.sdk.rest import send_message
 from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
@@ -300,3 +312,52 @@ def test_a_call_the_server_delivers_after_its_expiry_is_dropped_unprompted(world
     run(scenario)
 
     assert world.ran == [] and world.approver.asked == [] and world.refusals() == ["call_expired"]
+
+
+def _grant_only_filesystem(world: Identified) -> None:
+    relation = Relation.objects.get(pk=world.relation_id)
+    relation.granted_scopes = ["filesystem:read"]
+    relation.save(update_fields=["granted_scopes"])
+
+
+def test_a_grant_the_server_forges_is_asked_on_the_device_before_anything_runs(world: Identified) -> None:
+    # bob never allowed notification:send (low: silent once granted); the server says he did.
+    _grant_only_filesystem(world)
+    refusing: dict[str, list[PromptRequest]] = {"asked": []}
+
+    def no(request: PromptRequest) -> bool:
+        refusing["asked"].append(request)
+        return False
+
+    world.client.prompt = no
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        await world.client.relation(world.relation_id)  # the device has seen bob's grants
+        world.user_side.lie(f"/h2a/relations/{world.relation_id}",
+                            lambda body: {**body, "granted_scopes": ["filesystem:read", "notification:send"]})
+        world.client._invalidate(world.relation_id)
+        return await world.call("notify", {"title": "you won a prize"})
+
+    result = run(scenario)
+
+    assert (result.status, result.reason) == ("denied", "user_refused") and world.ran == []
+    assert [r.newly_granted for r in refusing["asked"]] == [True]
+
+
+def test_a_grant_given_on_the_web_is_confirmed_once_on_the_device(world: Identified) -> None:
+    _grant_only_filesystem(world)
+
+    async def scenario() -> list[ToolResult]:
+        await world.setup()
+        await world.client.relation(world.relation_id)
+        await database_sync_to_async(relation_services.relation_reconsent)(
+            relation=await database_sync_to_async(Relation.objects.get)(pk=world.relation_id),
+            granted_scopes=["filesystem:read", "notification:send"])
+        world.client._invalidate(world.relation_id)
+        return [await world.call("notify", {"title": f"#{i}"}) for i in range(2)]
+
+    results = run(scenario)
+
+    assert [r.ok for r in results] == [True, True]
+    assert [(r.scope, r.newly_granted) for r in world.approver.asked] == [("notification:send", True)]

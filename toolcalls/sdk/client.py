@@ -93,6 +93,9 @@ class PromptRequest:
     # SPEC §9.2: the relation's safety number (pinned identity + the user's first device);
     # None for an agent without an identity key: the prompt says its publisher is unverified.
     safety_number: str | None = None
+    # The scope was granted since this device last looked (on the web, or by a server that
+    # lies): the user confirms it here once, whatever its sensitivity.
+    newly_granted: bool = False
 
 
 def _never_group(relation_id: str) -> bool:
@@ -367,7 +370,8 @@ class UserClient(FrameConsumer):
     def _decide(self, view: RelationView, call: Mapping[str, Any], subject: PolicySubject) -> Decision:
         return contract.decide(call, manifest=view.manifest, granted=view.granted,
                                in_group=self.is_group(view.relation_id), policy=self.policy, subject=subject,
-                               now=self.clock(), revoked=view.revoked, pending=view.pending)
+                               now=self.clock(), revoked=view.revoked, pending=view.pending,
+                               unconfirmed=view.unconfirmed)
 
     async def _respond(self, view: RelationView, call: Mapping[str, Any], decision: Decision,
                        subject: PolicySubject, deadline_ms: int | None) -> dict[str, Any]:
@@ -377,6 +381,9 @@ class UserClient(FrameConsumer):
             verdict = await self._consent(view, call, decision.tool, subject, deadline_ms)
             if verdict != APPROVED:
                 return contract.response_denied(call_id, verdict)
+            if decision.tool.scope in view.unconfirmed:  # confirmed on this device: asked once
+                self.store.confirm_grants(view.relation_id, [decision.tool.scope])
+                self._invalidate(view.relation_id)
             decision = await self._after_prompt(view, call, subject, decision.tool)
         if decision.outcome == contract.DENIED:
             return contract.response_denied(call_id, str(decision.reason))
@@ -411,12 +418,14 @@ class UserClient(FrameConsumer):
             if self._prompt_lock is None:
                 self._prompt_lock = asyncio.Lock()
             async with self._prompt_lock:
-                if self.policy.is_silent(subject, tool.scope, tool.sensitivity, self.clock()):
+                newly_granted = tool.scope in view.unconfirmed
+                if not newly_granted and self.policy.is_silent(subject, tool.scope, tool.sensitivity, self.clock()):
                     return APPROVED
                 request = PromptRequest(view.relation_id, view.agent_id, str(call["call_id"]), tool.name,
                                         tool.scope, tool.sensitivity, dict(call["arguments"]),
                                         agent_name=view.agent_name, tool_description=tool.description,
-                                        manifest_version=view.manifest_version, safety_number=view.safety_number)
+                                        manifest_version=view.manifest_version, safety_number=view.safety_number,
+                                        newly_granted=newly_granted)
                 return await self._ask(request, self._time_left(deadline_ms))
         finally:
             self._waiting[view.agent_id] -= 1

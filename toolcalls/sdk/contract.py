@@ -161,8 +161,9 @@ DENY_REAUTH = Decision(DENIED, "reauth_required")
 
 def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[str], in_group: bool,
            policy: SensitivityPolicy, subject: PolicySubject, now: float, revoked: bool = False,
-           pending: Set[str] = frozenset()) -> Decision:
-    """Steps 1-5 of SPEC §6 for one tool call; pure and side-effect free."""
+           pending: Set[str] = frozenset(), unconfirmed: Set[str] = frozenset()) -> Decision:
+    """Steps 1-5 of SPEC §6 for one tool call; pure and side-effect free. A scope in
+    ``unconfirmed`` (granted by the server's word only) is prompted whatever its level."""
     if in_group:
         return DENY_GROUP
     name = call.get("tool_name")
@@ -180,7 +181,7 @@ def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[
     arguments = call.get("arguments")
     if not tool.validator.is_valid(arguments):
         return Decision(ERROR, INVALID_ARGUMENTS, tool.validator.details(arguments), tool)
-    if policy.is_silent(subject, tool.scope, tool.sensitivity, now):
+    if tool.scope not in unconfirmed and policy.is_silent(subject, tool.scope, tool.sensitivity, now):
         return Decision(RUN, None, (), tool)
     return Decision(PROMPT, None, (), tool)
 

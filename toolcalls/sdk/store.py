@@ -5,6 +5,8 @@ created with mode 0600:
   the call's ``expires_at``, so a call replayed after a restart is refused, not run again;
 * the **pinned keys** (SPEC §9.2): the other party's keys first seen per relation;
 * the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
+* the **grants** first seen for each relation, and those the user confirmed since on this
+  device: a scope the server reports as granted later is asked once more on the device;
 * the **event cursor**: the last event id handled, so a restarted process resumes with
   ``?since=``.
 
@@ -31,6 +33,8 @@ CREATE TABLE IF NOT EXISTS pinned_keys (
     relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, x25519 TEXT NOT NULL,
     ed25519 TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
 CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, last_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS confirmed_grants (
+    relation_id TEXT NOT NULL, scope TEXT NOT NULL, PRIMARY KEY (relation_id, scope));
 CREATE TABLE IF NOT EXISTS pinned_identities (
     relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
 """
@@ -84,6 +88,18 @@ class LocalStore:
         self._db.executemany(
             "INSERT OR IGNORE INTO pinned_keys (relation_id, party, key_id, x25519, ed25519) VALUES (?, ?, ?, ?, ?)",
             [(relation_id, party, k.key_id, wire.b64encode(k.x25519), wire.b64encode(k.ed25519)) for k in keys])
+
+    # --- grants confirmed on this device ----------------------------------------------
+
+    def confirmed_grants(self, relation_id: str) -> frozenset[str] | None:
+        """The scopes this device has seen granted or confirmed; None before the first look
+        (the empty string marks a relation seen with no grant)."""
+        rows = self._db.execute("SELECT scope FROM confirmed_grants WHERE relation_id = ?", (relation_id,)).fetchall()
+        return frozenset(scope for (scope,) in rows if scope) if rows else None
+
+    def confirm_grants(self, relation_id: str, scopes: Iterable[str]) -> None:
+        self._db.executemany("INSERT OR IGNORE INTO confirmed_grants (relation_id, scope) VALUES (?, ?)",
+                             [(relation_id, scope) for scope in ("", *scopes)])
 
     # --- pinned agent identities -----------------------------------------------------
 

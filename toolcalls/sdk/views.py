@@ -42,6 +42,9 @@ class RelationView:
     agent_name: str = ""
     manifest_version: int | None = None  # None: the manifest did not verify
     pending: frozenset[str] = frozenset()
+    # Granted by the server's word only (not first seen, not yet confirmed on this device):
+    # the first call of such a scope is prompted whatever its sensitivity.
+    unconfirmed: frozenset[str] = frozenset()
     unverified: str = ""  # why the manifest did not verify
     safety_number: str | None = None  # SPEC §9.2; None for an agent without an identity key
 
@@ -81,7 +84,18 @@ class RelationViews:
         consent = consent_for(current.manifest, acknowledged.manifest if acknowledged is not None else None,
                               server_pending=relation.get("pending_scopes") or ())
         return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
-                            pending=consent.pending, safety_number=await self.safety_number(relation_id, identity))
+                            pending=consent.pending, unconfirmed=self._unconfirmed(relation_id, base["granted"]),
+                            safety_number=await self.safety_number(relation_id, identity))
+
+    def _unconfirmed(self, relation_id: str, granted: frozenset[str]) -> frozenset[str]:
+        """The grants first seen are trusted; a scope granted later is the server's word until
+        the user confirms it on this device (a grant from the web, or a forged one)."""
+        store = self.keydir.pins.store
+        confirmed = store.confirmed_grants(relation_id)
+        if confirmed is None:
+            store.confirm_grants(relation_id, granted)
+            return frozenset()
+        return granted - confirmed
 
     async def _acknowledged(self, transport: Transport, agent_id: str, relation: Mapping[str, Any], current: VerifiedManifest,
                             identity: Mapping[str, str] | None) -> VerifiedManifest | None:
