@@ -361,3 +361,37 @@ def test_a_grant_given_on_the_web_is_confirmed_once_on_the_device(world: Identif
 
     assert [r.ok for r in results] == [True, True]
     assert [(r.scope, r.newly_granted) for r in world.approver.asked] == [("notification:send", True)]
+
+
+def test_a_reconsent_the_server_claims_is_asked_on_the_device_before_the_wider_tool_runs(world: Identified) -> None:
+    # alice widens read_file's path to arrays (breaking: bob must consent again). The server
+    # hides it completely: bob "acknowledged" the new version, nothing is pending.
+    refusing: list[PromptRequest] = []
+
+    def no(request: PromptRequest) -> bool:
+        refusing.append(request)
+        return False
+
+    world.client.prompt = no
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        await world.client.relation(world.relation_id)  # the device saw bob's consent to v2
+        widened = copy.deepcopy(world.manifest)
+        widened["agent_version"] = "2.0.0"
+        widened["tools"][0]["input_schema"]["properties"]["path"] = {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+        await database_sync_to_async(signed_version)(world.alice, world.agent.pk, widened, ALICE_KEY)
+        digest = contract.compile_manifest(widened).hash
+        world.user_side.lie(f"/h2a/relations/{world.relation_id}", lambda body: {
+            **body, "status": "active", "pending_scopes": [], "acknowledged_manifest_version": 3,
+            "acknowledged_manifest_hash": digest})
+        world.client._invalidate(world.relation_id)
+        world.runtime.manifest = contract.compile_manifest(widened)
+        await world.runtime.published_version(refresh=True)
+        return await world.call("read_file", {"path": ["/etc/passwd", "/etc/shadow"]})
+
+    result = run(scenario)
+
+    assert (result.status, result.reason) == ("denied", "user_refused") and world.ran == []
+    assert [(r.scope, r.newly_granted) for r in refusing] == [("filesystem:read", True)]

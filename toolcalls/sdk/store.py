@@ -35,6 +35,8 @@ CREATE TABLE IF NOT EXISTS pinned_keys (
 CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, last_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS confirmed_grants (
     relation_id TEXT NOT NULL, scope TEXT NOT NULL, PRIMARY KEY (relation_id, scope));
+CREATE TABLE IF NOT EXISTS pinned_acknowledgements (
+    relation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pinned_identities (
     relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
 """
@@ -100,6 +102,22 @@ class LocalStore:
     def confirm_grants(self, relation_id: str, scopes: Iterable[str]) -> None:
         self._db.executemany("INSERT OR IGNORE INTO confirmed_grants (relation_id, scope) VALUES (?, ?)",
                              [(relation_id, scope) for scope in ("", *scopes)])
+
+    def unconfirm_grants(self, relation_id: str, scopes: Iterable[str]) -> None:
+        """Forget confirmations: these scopes are asked once more on the device."""
+        self._db.executemany("DELETE FROM confirmed_grants WHERE relation_id = ? AND scope = ?",
+                             [(relation_id, scope) for scope in scopes if scope])
+
+    def pinned_acknowledgement(self, relation_id: str) -> tuple[int, str] | None:
+        """The acknowledged (version, hash) this device last took into account."""
+        row = self._db.execute("SELECT version, hash FROM pinned_acknowledgements WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return (int(row[0]), str(row[1])) if row is not None else None
+
+    def pin_acknowledgement(self, relation_id: str, version: int, digest: str) -> None:
+        self._db.execute("INSERT INTO pinned_acknowledgements (relation_id, version, hash) VALUES (?, ?, ?) "
+                         "ON CONFLICT (relation_id) DO UPDATE SET version = excluded.version, hash = excluded.hash",
+                         (relation_id, version, digest))
 
     # --- pinned agent identities -----------------------------------------------------
 

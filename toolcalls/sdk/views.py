@@ -4,7 +4,7 @@ server and verified here, never taken on its word.
 
 The current manifest's hash must be the stated one and, for an identified agent, it must
 carry the pinned identity's signature; the acknowledged version must be the one whose hash
-the relation states; a changed identity (:class:`~toolcalls.sdk.errors.IdentityChanged`)
+the relation states; grants and re-consents the device did not see are asked once on it; a changed identity (:class:`~toolcalls.sdk.errors.IdentityChanged`)
 leaves a view that runs nothing until the user accepts the new safety number.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hashee.core import signing
+from hashee.core.diff import diff_manifests
 from toolcalls.sdk import contract, statements
 from toolcalls.sdk.consent import consent_for
 from toolcalls.sdk.contract import CompiledManifest
@@ -83,9 +84,31 @@ class RelationViews:
             return RelationView(**base, manifest=_EMPTY, unverified=str(exc))
         consent = consent_for(current.manifest, acknowledged.manifest if acknowledged is not None else None,
                               server_pending=relation.get("pending_scopes") or ())
+        try:
+            await self._follow_acknowledgement(transport, relation_id, agent_id, acknowledged, identity)
+        except ManifestUnverified as exc:
+            logger.warning("relation %s: the consent this device saw does not verify: %s", relation_id, exc)
+            return RelationView(**base, manifest=_EMPTY, unverified=str(exc))
         return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
                             pending=consent.pending, unconfirmed=self._unconfirmed(relation_id, base["granted"]),
                             safety_number=await self.safety_number(relation_id, identity))
+
+    async def _follow_acknowledgement(self, transport: Transport, relation_id: str, agent_id: str,
+                                      acknowledged: VerifiedManifest | None, identity: Mapping[str, str] | None) -> None:
+        """A re-consent the device did not see (given on the web, or claimed by a lying
+        server) moves the acknowledged version: the scopes that changed in a breaking way
+        since the version this device last took into account are asked once more on it."""
+        if acknowledged is None:
+            return
+        store = self.keydir.pins.store
+        pinned = store.pinned_acknowledgement(relation_id)
+        if pinned is not None and pinned != (acknowledged.version, acknowledged.hash):
+            before = await self._version(transport, agent_id, pinned[0], identity)
+            if before.hash != pinned[1]:
+                raise ManifestUnverified(f"version {pinned[0]} is served with another hash than this device saw")
+            store.unconfirm_grants(relation_id, diff_manifests(before.manifest, acknowledged.manifest)
+                                   .scopes_requiring_reauth)
+        store.pin_acknowledgement(relation_id, acknowledged.version, acknowledged.hash)
 
     def _unconfirmed(self, relation_id: str, granted: frozenset[str]) -> frozenset[str]:
         """The grants first seen are trusted; a scope granted later is the server's word until
