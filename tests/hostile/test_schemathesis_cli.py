@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.live import ROOT, LiveServer, demo_server
+from tests.e2e.live import ROOT, LiveServer, sqlite_demo_server
 
 pytestmark = pytest.mark.sqlite_only
 EXAMPLES = os.environ.get("HASHEE_SCHEMATHESIS_CLI_EXAMPLES", "5")
@@ -27,12 +26,7 @@ MAX_SECONDS = os.environ.get("HASHEE_SCHEMATHESIS_CLI_SECONDS", "90")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    home = tmp_path_factory.mktemp("schemathesis-cli")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "PYTHONUNBUFFERED": "1"}
-    env.pop("REDIS_URL", None)
-    with demo_server(env, home) as live:
+    with sqlite_demo_server(tmp_path_factory.mktemp("schemathesis-cli")) as live:
         yield live
 
 
