@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission
@@ -82,8 +82,34 @@ def validated(serializer_class: type, data: Any, *, partial: bool = False, hint:
     serializer = serializer_class(data=data, partial=partial)
     if hint:
         _refuse_unknown(data, serializer, hint)
-    serializer.is_valid(raise_exception=True)
+    wrong_types = _non_strings(data, serializer)
+    if not serializer.is_valid() or wrong_types:
+        raise exceptions.ValidationError({**serializer.errors, **wrong_types})
     return dict(serializer.validated_data)
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers instead of turning 0 into "0" (the document says string)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+def _non_strings(data: dict[str, Any], serializer: Any) -> dict[str, list[exceptions.ErrorDetail]]:
+    """String fields given another type (DRF's CharField turns 0 into "0"), or longer than their
+    maximum as sent (DRF measures after trimming): the document promises neither is accepted."""
+    wrong: dict[str, list[exceptions.ErrorDetail]] = {}
+    for name, field in serializer.fields.items():
+        value = data.get(name)
+        if not isinstance(field, serializers.CharField) or value is None:
+            continue
+        if not isinstance(value, str):
+            wrong[name] = [exceptions.ErrorDetail("Not a valid string.", code="invalid")]
+        elif field.max_length is not None and len(value) > field.max_length:
+            wrong[name] = [exceptions.ErrorDetail(f"At most {field.max_length} characters.", code="max_length")]
+    return wrong
 
 
 def _refuse_unknown(data: dict[str, Any], serializer: Any, hint: str) -> None:

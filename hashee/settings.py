@@ -214,7 +214,10 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "hashee.openapi.add_error_registry",
+        "hashee.openapi_contract.match_the_code",
     ],
+    # PATCH bodies as the views read them: PATCH /h2a/relations/{id} requires granted_scopes.
+    "COMPONENT_SPLIT_PATCH": False,
     # /api/docs/ loads Swagger UI from our own static files (the pinned sidecar package):
     # by default it came from a CDN as swagger-ui-dist@latest, unpinned third-party code
     # on a page that holds the visitor's session, and a blank page without the Internet.

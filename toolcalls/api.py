@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.permissions import IsAuthenticated
@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hashee import metrics
-from hashee.api import json_body
+from hashee.api import StrictCharField, json_body
 from hashee.auth import AgentPrincipal, KeyMatch, agent_key_match
 from hashee.errors import HasheeError
 from relations.selectors import relation_with_agent
@@ -27,6 +27,7 @@ ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "deta
 MAX_LIMIT = 500
 
 
+@extend_schema_field({"anyOf": [{"type": "object"}, {"type": "string"}]})
 class PayloadField(serializers.Field):
     """A JSON object or string, kept as is (it is ciphertext to us)."""
 
@@ -44,9 +45,9 @@ class MessageInput(serializers.Serializer):
     CLIENT_MSG_ID_MAX = 100
 
     msg_subtype = serializers.ChoiceField(choices=Message.Subtype.values)
-    content_type = serializers.CharField(max_length=CONTENT_TYPE_MAX)
+    content_type = StrictCharField(max_length=CONTENT_TYPE_MAX)
     payload = PayloadField()
-    client_msg_id = serializers.CharField(max_length=CLIENT_MSG_ID_MAX, required=False, allow_blank=True, default="")
+    client_msg_id = StrictCharField(max_length=CLIENT_MSG_ID_MAX, required=False, allow_blank=True, default="")
 
 
 class MessageOutput(serializers.Serializer):
@@ -314,10 +315,14 @@ def _uuid(raw: str) -> str:
     import uuid
 
     try:
-        return str(uuid.UUID(raw))
-    except ValueError as exc:
+        canonical = str(uuid.UUID(raw))
+    except ValueError:
+        canonical = ""
+    # Only the form message_ids are sent in (the document says so), in any case.
+    if canonical != raw.lower():
         raise HasheeError("VALIDATION_ERROR", "?after= must be a message_id.",
-                          [{"path": "/after", "code": "INVALID_VALUE", "message": "expected a UUID"}]) from exc
+                          [{"path": "/after", "code": "INVALID_VALUE", "message": "expected a UUID"}])
+    return canonical
 
 
 def _limit(raw: str | None) -> int:

@@ -30,7 +30,7 @@ from rest_framework.views import APIView
 
 from agents.models import Agent
 from agents.selectors import agent_get_visible
-from hashee.api import IsUser, json_body
+from hashee.api import IsUser, json_body, validated
 from hashee.auth import AgentPrincipal
 from hashee.errors import HasheeError
 from toolcalls.api import sender_for
@@ -155,13 +155,7 @@ class RelationKeysOutput(serializers.Serializer):
 
 
 def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    body = json_body(request)
-    if not isinstance(body, dict):
-        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.",
-                          [{"path": "", "code": "INVALID_TYPE", "message": "expected an object"}])
-    serializer = serializer_class(data=body)
-    serializer.is_valid(raise_exception=True)
-    return dict(serializer.validated_data)
+    return validated(serializer_class, json_body(request))
 
 
 # --- views ---------------------------------------------------------------------------

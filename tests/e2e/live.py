@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -86,3 +88,15 @@ def demo_server(env: dict[str, str], home: Path) -> Iterator[LiveServer]:
         except subprocess.TimeoutExpired:
             process.kill()  # e.g. a worker frozen in a regex never handles SIGTERM
             process.wait(timeout=5)
+
+
+@contextmanager
+def sqlite_demo_server(home: Path) -> Iterator[LiveServer]:
+    """``demo_server`` on a fresh SQLite file under ``home``, one process, no Redis
+    (the in-memory channel layer is enough)."""
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("REDIS_URL", None)
+    with demo_server(env, home) as live:
+        yield live

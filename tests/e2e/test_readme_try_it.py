@@ -8,9 +8,7 @@ versions, the If-Match header — runs exactly as written.
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -21,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.live import ROOT, LiveServer, demo_server
+from tests.e2e.live import ROOT, LiveServer, sqlite_demo_server
 
 MARK = "----- next command -----"
 
@@ -36,12 +34,7 @@ def try_it_commands() -> list[str]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    home = tmp_path_factory.mktemp("readme-try-it")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "PYTHONUNBUFFERED": "1"}
-    env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
-    with demo_server(env, home) as live:
+    with sqlite_demo_server(tmp_path_factory.mktemp("readme-try-it")) as live:
         yield live
 
 
