@@ -15,12 +15,12 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from agents import selectors, services
+from agents.apikey_services import api_key_revoke
 from agents.models import Agent, ApiKey, ManifestVersion
-from hashee.auth import api_key_revoke
+from eventlog.webhooks import webhook_url_check
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
-from hashee.webhooks import webhook_url_check
 from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")

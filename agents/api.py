@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors, services
+from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent, ApiKey
 from agents.serializers import (
     AgentCreateInput,
@@ -27,11 +28,10 @@ from agents.serializers import (
     VersionSummaryOutput,
     WebhookSecretOutput,
 )
-from hashee.api import IsUser, Pagination, json_body, validated
-from hashee.auth import api_key_create, api_key_revoke
+from hashee.api import LEVELS, POSITIVE_INTEGER, IsUser, Pagination, json_body, validated
 from hashee.core.agentcard import build_agent_card, sign_agent_card
 from hashee.core.diff import diff_manifests
-from hashee.core.manifest import manifest_json_schema, validate_manifest
+from hashee.core.manifest import CAPABILITY_FLAGS, manifest_json_schema, validate_manifest
 from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 
@@ -62,11 +62,13 @@ class AgentListCreateView(APIView):
 
     @extend_schema(
         operation_id="agents_list", summary="Discover agents",
-        parameters=[OpenApiParameter(name, str, description=text) for name, text in [
-            ("q", "Search name and description"), ("scope", "Declares this scope id"),
-            ("sensitivity", "Declares at least one scope of this level (low|medium|high)"),
-            ("max_sensitivity", "Declares no scope above this level"),
-            ("flag", "This capability flag is true"), ("owner", "`me`: my agents, any status"),
+        parameters=[OpenApiParameter(name, schema, description=text) for name, schema, text in [
+            ("q", str, "Search name and description"), ("scope", str, "Declares this scope id"),
+            ("sensitivity", LEVELS, "Declares at least one scope of this level (low|medium|high)"),
+            ("max_sensitivity", LEVELS, "Declares no scope above this level"),
+            ("flag", {"type": "string", "enum": ["", *CAPABILITY_FLAGS]}, "This capability flag is true"),
+            # Any other owner value means "every enabled agent".
+            ("owner", str, "`me`: my agents, including disabled ones"),
         ]],
         responses={200: _paginated("PaginatedAgentList", AgentOutput(many=True)), 400: ERROR, 401: ERROR},
     )
@@ -102,8 +104,8 @@ class AgentDetailView(APIView):
         operation_id="agents_update", summary="Update an agent or publish a new manifest version",
         request=AgentUpdateInput,
         parameters=[
-            OpenApiParameter("dry_run", bool, description="Validate and diff without saving"),
-            OpenApiParameter("If-Match", str, OpenApiParameter.HEADER,
+            OpenApiParameter("dry_run", str, description="`true`, `1` or `yes`: validate and diff without saving"),
+            OpenApiParameter("If-Match", {"type": "string", "pattern": _IF_MATCH.pattern}, OpenApiParameter.HEADER,
                              description='`"<version>"`: 409 VERSION_CONFLICT when stale'),
         ],
         responses={200: ManifestUpdateOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR,
@@ -189,7 +191,8 @@ class ManifestDiffView(APIView):
 
     @extend_schema(
         operation_id="agents_manifest_diff", summary="Diff two manifest versions",
-        parameters=[OpenApiParameter("from", int, required=True), OpenApiParameter("to", int, required=True)],
+        parameters=[OpenApiParameter("from", POSITIVE_INTEGER, required=True),
+                    OpenApiParameter("to", POSITIVE_INTEGER, required=True)],
         responses={200: ManifestDiffOutput, 400: ERROR, 404: ERROR},
     )
     def get(self, request: Request, agent_id: str) -> Response:

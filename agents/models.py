@@ -169,3 +169,6 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+from agents.token_models import AccessToken  # noqa: E402, F401  (registered with this app)

@@ -15,14 +15,13 @@ from django.utils import timezone
 
 from agents.identity import SignatureCheck, manifest_signature_check
 from agents.models import Agent, ManifestVersion
+from eventlog.services import event_emit, sockets_close
+from eventlog.webhooks import webhook_url_check
 from hashee import metrics
-from hashee.access import sockets_close
 from hashee.core.diff import DiffResult, diff_manifests
 from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
 from hashee.core.versions import version_bump_warnings
 from hashee.errors import HasheeError
-from hashee.events import event_emit
-from hashee.webhooks import webhook_url_check
 
 logger = logging.getLogger(__name__)
 telemetry = logging.getLogger("hashee.telemetry")
@@ -333,7 +332,7 @@ def agent_set_status(*, agent: Agent, status: str) -> Agent:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
     with transaction.atomic():
         Agent.objects.filter(pk=agent.pk).update(status=status)
-        if status == Agent.Status.PAUSED:  # its runtimes' sockets close (hashee.access)
+        if status == Agent.Status.PAUSED:  # its runtimes' sockets close (eventlog.access)
             sockets_close(reason="agent_paused", value=str(agent.pk))
     agent.status = status
     return agent

@@ -3,8 +3,10 @@ from __future__ import annotations
 from django.urls import path
 
 from agents import api, identity_api
+from agents.oauth_api import OAuthTokenView
 
 urlpatterns = [
+    path("oauth/token", OAuthTokenView.as_view(), name="oauth-token"),
     path("agents", api.AgentListCreateView.as_view(), name="agents"),
     path("agents/<uuid:agent_id>", api.AgentDetailView.as_view(), name="agent"),
     path("agents/<uuid:agent_id>/manifest/versions", api.ManifestVersionListView.as_view(), name="agent-versions"),

@@ -106,7 +106,7 @@ def patch_rows(kb: int, manifest: dict[str, Any], repeat: int) -> list[str]:
     from rest_framework.test import APIClient
 
     from agents import services
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     owner, _ = User.objects.get_or_create(username=f"bench-{kb}-{os.getpid()}")
     agent, _, _ = services.agent_create(owner=owner, name=f"bench {kb}", capability_manifest=manifest)

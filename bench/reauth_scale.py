@@ -134,7 +134,7 @@ def build_world(relations: int, small: int) -> World:
     from django.db import connection
 
     from agents import services
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
     from relations.models import Relation
 
     start = time.perf_counter()
@@ -172,7 +172,7 @@ def next_manifest(world: World, agent_id: str) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def counting_doorbells() -> Iterator[list[int]]:
-    from hashee import events
+    from eventlog import services as events
 
     rung: list[int] = []
     original = events.ring_doorbell
@@ -260,9 +260,9 @@ def raise_fd_limit(needed: int) -> int:
 
 
 def user_keys(user_ids: list[int]) -> list[str]:
-    """One hsk_ key per user, in bulk (the same scheme as hashee.auth.api_key_create)."""
+    """One hsk_ key per user, in bulk (the same scheme as agents.apikey_services.api_key_create)."""
+    from agents.auth import PREFIX_LENGTH, USER_KEY_MARKER, hash_secret
     from agents.models import ApiKey
-    from hashee.auth import PREFIX_LENGTH, USER_KEY_MARKER, hash_secret
 
     secrets_out: list[str] = []
     rows = []

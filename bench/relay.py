@@ -52,8 +52,8 @@ def setup_world() -> dict[str, Any]:
 
     call_command("migrate", verbosity=0)
     from agents import services as agent_services
+    from agents.apikey_services import api_key_create
     from agents.management.commands.seed_demo import DEMO_MANIFEST
-    from hashee.auth import api_key_create
     from relations import services as relation_services
 
     stamp = f"{int(time.time())}-{os.getpid()}"

@@ -56,8 +56,8 @@ def main() -> None:
     from rest_framework.test import APIClient
 
     from agents import services
-    from hashee.auth import api_key_create
-    from hashee.tokens import access_token_issue
+    from agents.apikey_services import api_key_create
+    from agents.tokens import access_token_issue
     from relations import services as relation_services
 
     suffix = os.getpid()

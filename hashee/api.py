@@ -4,7 +4,7 @@ handler that maps errors to the SPEC's shape, pagination and common permissions.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -17,6 +17,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from hashee.core.manifest import SENSITIVITY_ORDER
 from hashee.core.strictjson import MalformedJSON, loads_strict
 from hashee.errors import HasheeError
 
@@ -25,6 +26,10 @@ if TYPE_CHECKING:  # rest_framework.views reads these settings at import: no cyc
 
 logger = logging.getLogger(__name__)
 
+
+# Query parameters as the views parse them, for the OpenAPI document (OpenApiParameter's type).
+POSITIVE_INTEGER: Final = {"type": "integer", "minimum": 1}
+LEVELS: Final = {"type": "string", "enum": ["", *SENSITIVITY_ORDER]}  # empty: no filter
 
 class BodyTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE

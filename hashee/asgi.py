@@ -24,17 +24,20 @@ from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
+from eventlog.doorbell import LoopDoorbell  # noqa: E402
+from eventlog.routing import websocket_urlpatterns  # noqa: E402
 from hashee import logredact, requestlog  # noqa: E402
 from hashee.asgi_limits import BodySizeLimit, RequestHeaderLimit  # noqa: E402
 from hashee.checks import refuse_to_serve  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
-from hashee.routing import websocket_urlpatterns  # noqa: E402
 
 refuse_to_serve()  # e.g. the public development SECRET_KEY with DEBUG off
 logredact.install()  # socket tokens travel in query strings, which the server logs
 requestlog.install(settings.HASHEE_LOG_FORMAT)
 
-django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)
+# Request threads ring the event log's doorbell through this process's loop (eventlog.services).
+django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS,
+                                     on_request=LoopDoorbell.attach)
 
 application = RequestHeaderLimit(ProtocolTypeRouter({
     "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),

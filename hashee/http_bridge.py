@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.wsgi import WsgiToAsgiInstance
 
 from hashee.asgi_limits import Receive, Scope, Send
-from hashee.events import LoopDoorbell
 
 Response = tuple[int, list[tuple[bytes, bytes]], bytes]
 
@@ -29,12 +29,13 @@ class Disconnected(Exception):  # noqa: N818 (a signal, not an error)
 
 
 class ThreadedWsgiBridge:
-    def __init__(self, wsgi_app: Any, *, threads: int) -> None:
+    def __init__(self, wsgi_app: Any, *, threads: int, on_request: Callable[[], None] = lambda: None) -> None:
         self.wsgi_app = wsgi_app
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="http")
+        self.on_request = on_request  # on the loop, before each request (hashee.asgi attaches the doorbell)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        LoopDoorbell.attach()
+        self.on_request()
         try:
             body = await _read_body(receive)
         except Disconnected:

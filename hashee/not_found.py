@@ -13,8 +13,6 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from portal.common import not_found as portal_not_found
-
 HTML_PREFIXES = ("/portal/", "/admin/")
 
 
@@ -27,9 +25,8 @@ def api_not_found() -> JsonResponse:
 
 
 def not_found(request: HttpRequest, exception: Any = None) -> HttpResponse:
-    """The project's ``handler404`` (DEBUG off)."""
-    if request.path.startswith("/portal/"):
-        return portal_not_found(request)
+    """Django's page for the admin, JSON elsewhere (the portal's own page is chosen in
+    ``hashee.urls.handler404``, which may import the portal; this module may not)."""
     if wants_html(request):
         return defaults.page_not_found(request, exception)
     return api_not_found()

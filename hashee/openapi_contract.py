@@ -2,49 +2,22 @@
 
 A schema-driven client (schemathesis, generated SDKs) trusts the document: a request it
 calls valid must be accepted, one it calls invalid must be refused. The views parse
-query strings and headers by hand, so their rules are declared here, from the same
-constants the code checks against; the manifest is described by its own JSON Schema.
+query strings and headers by hand: each view declares its parameters' schemas beside the
+constants it checks them against (``OpenApiParameter`` with a schema); this hook adds what
+is document-wide — the manifest described by its own JSON Schema, closed bodies, bearer
+security, links between operations and the 401 answers.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from agents.api import _IF_MATCH
-from hashee.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
 from hashee.core.manifest_jsonschema import build_manifest_json_schema
-from hashee.events_api import MAX_LIMIT as EVENTS_MAX_LIMIT
-from hashee.tokens import SCOPES
-from toolcalls.idempotency import MAX_KEY_LENGTH
 
 MANIFEST = "CapabilityManifest"
-POSITIVE_INTEGER: Final = {"type": "integer", "minimum": 1}
-# An empty value is no filter (the selector tests the value's truth).
-LEVELS: Final = {"type": "string", "enum": ["", *SENSITIVITY_ORDER]}
 # A character Python's str.strip() keeps: DRF's CharField trims before its non-blank check.
 NOT_BLANK: Final = "[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
-_SCOPE = "(?:" + "|".join(scope.replace(":", "\\:") for scope in SCOPES) + ")"
 
-# (path, method, parameter) → its schema, as the view's parser accepts it.
-PARAMETERS: Final[dict[tuple[str, str, str], dict[str, Any]]] = {
-    ("/agents", "get", "sensitivity"): LEVELS,
-    ("/agents", "get", "max_sensitivity"): LEVELS,
-    ("/agents", "get", "flag"): {"type": "string", "enum": ["", *CAPABILITY_FLAGS]},
-    # Any other owner value means "every enabled agent"; dry_run is on for 1, true or yes.
-    ("/agents", "get", "owner"): {"type": "string", "description": "`me`: my agents, including disabled ones"},
-    ("/agents/{agent_id}", "patch", "dry_run"): {"type": "string", "description": "`true`, `1` or `yes`: only report"},
-    ("/agents/{agent_id}", "patch", "If-Match"): {"type": "string", "pattern": _IF_MATCH.pattern},
-    ("/agents/{agent_id}/manifest/diff", "get", "from"): POSITIVE_INTEGER,
-    ("/agents/{agent_id}/manifest/diff", "get", "to"): POSITIVE_INTEGER,
-    ("/events", "get", "since"): {"type": "integer", "minimum": 0},
-    ("/events", "get", "limit"): {"type": "integer", "minimum": 0,
-                                  "description": f"At most this many (default 100, larger values mean {EVENTS_MAX_LIMIT})"},
-    ("/h2a/relations/{relation_id}/messages", "get", "limit"): POSITIVE_INTEGER,
-    ("/h2a/relations/{relation_id}/messages", "get", "after"): {"type": "string", "pattern": "^$|^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$",
-         "description": "A message_id (empty: from the start)"},
-    ("/h2a/relations/{relation_id}/messages", "post", "Idempotency-Key"):
-        {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
-}
 # Bodies whose unknown members are refused (hashee.api.validated with a hint, StrictInput).
 CLOSED_BODIES: Final = ("AgentCreateInputRequest", "AgentUpdateInputRequest", "IdentityPublishInputRequest")
 # 404 until the new agent publishes a manifest or an identity key: not linked from its creation.
@@ -97,13 +70,6 @@ def _unauthenticated_answers(paths: dict[str, Any]) -> None:
                 operation["responses"].setdefault("401", unauthorized)
 
 
-def _parameters(paths: dict[str, Any]) -> None:
-    for (path, method, name), schema in PARAMETERS.items():
-        for parameter in paths[path][method].get("parameters", []):
-            if parameter["name"] == name:
-                parameter["schema"] = dict(schema)
-
-
 def _bodies(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
     for name in CLOSED_BODIES:
         schemas[name]["additionalProperties"] = False
@@ -116,8 +82,6 @@ def _bodies(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
             schemas[name]["properties"][field].update(BASE64_32_BYTES)
     for name in ("RelationCreateInputRequest", "RelationUpdateInputRequest"):
         schemas[name]["properties"]["granted_scopes"]["items"]["pattern"] = NOT_BLANK
-    token = schemas["TokenExchangeInputRequest"]["properties"]["scope"]
-    token["pattern"] = f"^\\s*{_SCOPE}(?:\\s+{_SCOPE})*\\s*$"
     for name in (name for name in schemas if name.endswith("Request")):
         for field in schemas[name].get("properties", {}).values():
             if field.get("type") == "string" and field.get("minLength") and not {"pattern", "format", "enum"} & set(field):
@@ -157,7 +121,6 @@ def match_the_code(result: dict[str, Any], generator: Any, request: Any, public:
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(_manifest_components())
     _bearer_security(result)
-    _parameters(result["paths"])
     _bodies(result["paths"], schemas)
     _links(result["paths"])
     _unauthenticated_answers(result["paths"])

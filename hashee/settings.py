@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "relations",
     "toolcalls",
     "portal",
+    "eventlog",
 ]
 
 MIDDLEWARE = [
@@ -192,8 +193,8 @@ MAX_REQUEST_HEADER_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_HEADER_BYTES",
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "hashee.tokens.AccessTokenAuthentication",  # hat_ first: the next class refuses any other bearer
-        "hashee.auth.ApiKeyAuthentication",
+        "agents.tokens.AccessTokenAuthentication",  # hat_ first: the next class refuses any other bearer
+        "agents.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
@@ -242,7 +243,7 @@ HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS = float(os.environ.get("HASHEE_WEBHOOK_SECRE
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))
 # Messages (ciphertext to us) are kept this long for recipients who were away, like the
-# message.new events that carry them; purge_events deletes older ones.
+# message.new events that carry them; purge_messages deletes older ones.
 HASHEE_MESSAGE_RETENTION_DAYS = int(os.environ.get("HASHEE_MESSAGE_RETENTION_DAYS", "30"))
 # The admin's unfiltered event and message lists count by the planner's estimate from
 # this many rows on (PostgreSQL; COUNT(*) reads the whole table).

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from agents.models import Agent
-from hashee.models import Event
+from eventlog.models import Event
 
 SHOWN = 8
 

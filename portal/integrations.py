@@ -18,11 +18,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from agents import services
+from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent, ApiKey
-from hashee.auth import api_key_create, api_key_revoke
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import webhook_redeliver
 from hashee.errors import HasheeError
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import webhook_redeliver
 from portal import queries
 from portal.common import SecretOnce, agent_owner_view, already_sent, form_token_issue, form_token_spend, not_found
 from portal.forms import KeyCreateForm, OnceForm, WebhookForm

@@ -13,8 +13,8 @@ from django.template.loader import render_to_string
 
 from agents.models import Agent
 from agents.selectors import agent_get_visible
+from eventlog.webhook_models import WebhookDelivery
 from hashee.errors import HasheeError
-from hashee.webhook_models import WebhookDelivery
 from portal import queries
 from portal.common import agent_owner_view, not_found
 from portal.views import overview_context

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import F
 
 from agents.models import Agent, ApiKey, ManifestVersion
-from hashee.webhook_models import WebhookDelivery
+from eventlog.webhook_models import WebhookDelivery
 from relations.models import Relation
 from relations.selectors import AudienceSummary as Audience
 from relations.selectors import audience_summaries, relation_states, relations_of_user

@@ -9,8 +9,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from eventlog.services import event_emit
 from hashee.errors import HasheeError
-from hashee.events import event_emit
 from relations.models import Relation
 from relations.selectors import declared_scopes, relation_states
 

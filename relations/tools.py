@@ -14,8 +14,8 @@ from typing import Any
 
 from django.utils import translation
 
+from agents.auth import AgentPrincipal
 from agents.models import Agent, ManifestVersion
-from hashee.auth import AgentPrincipal
 from hashee.core.toolspec import callable_tools, tool_list
 from hashee.errors import HasheeError
 from portal.presentation import preset_texts

@@ -15,9 +15,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.management.commands.seed_demo import DEMO_MANIFEST
 from agents.models import Agent
-from hashee.auth import api_key_create
 from relations import services as relation_services
 from relations.models import Relation
 

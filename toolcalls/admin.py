@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from hashee.admin import EstimatedCountPaginator
+from eventlog.admin import EstimatedCountPaginator
 from toolcalls.keydir_models import AgentKey, DeviceKey
 from toolcalls.models import IdempotencyKey, Message
 

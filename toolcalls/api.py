@@ -14,9 +14,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.auth import AgentPrincipal, KeyMatch, agent_key_match
 from hashee import metrics
-from hashee.api import StrictCharField, json_body
-from hashee.auth import AgentPrincipal, KeyMatch, agent_key_match
+from hashee.api import POSITIVE_INTEGER, StrictCharField, json_body
 from hashee.errors import HasheeError
 from relations.selectors import relation_with_agent
 from toolcalls import idempotency, services
@@ -25,6 +25,7 @@ from toolcalls.ratelimit import tool_call_take
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 MAX_LIMIT = 500
+AFTER_PATTERN = "^$|^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$"
 
 
 @extend_schema_field({"anyOf": [{"type": "object"}, {"type": "string"}]})
@@ -186,7 +187,9 @@ class MessageListCreateView(APIView):
 
     @extend_schema(
         operation_id="messages_send", summary="Send a message (a tool call or its answer)", request=MessageInput,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
+        parameters=[OpenApiParameter("Idempotency-Key", {"type": "string", "minLength": 1,
+                                                          "maxLength": idempotency.MAX_KEY_LENGTH},
+                                     OpenApiParameter.HEADER,
                                      description="Replay → same response; other body → 422; concurrent → 409")],
         responses={201: MessageOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR, 413: ERROR,
                    422: ERROR, 429: ERROR},
@@ -288,10 +291,11 @@ class MessageListCreateView(APIView):
 
     @extend_schema(
         operation_id="messages_list", summary="Read a relation's messages",
-        parameters=[OpenApiParameter("after", str, description="A message_id: return the messages after it (one "
-                                     "past the retention, HASHEE_MESSAGE_RETENTION_DAYS, is 404: fetch again "
+        parameters=[OpenApiParameter("after", {"type": "string", "pattern": AFTER_PATTERN},
+                                     description="A message_id: return the messages after it (empty: from the start; "
+                                     "one past the retention, HASHEE_MESSAGE_RETENTION_DAYS, is 404: fetch again "
                                      "without after)"),
-                    OpenApiParameter("limit", int, description=f"Default 100, at most {MAX_LIMIT}")],
+                    OpenApiParameter("limit", POSITIVE_INTEGER, description=f"Default 100, at most {MAX_LIMIT}")],
         responses={200: OpenApiResponse(description='`{"messages": [...], "has_more": bool}`'), 400: ERROR, 401: ERROR,
                    403: ERROR, 404: ERROR},
     )

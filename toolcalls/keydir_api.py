@@ -28,10 +28,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.auth import AgentPrincipal
 from agents.models import Agent
 from agents.selectors import agent_get_visible
 from hashee.api import IsUser, json_body, validated
-from hashee.auth import AgentPrincipal
 from hashee.errors import HasheeError
 from toolcalls.api import sender_for
 from toolcalls.keydir_models import AgentKey, DeviceKey

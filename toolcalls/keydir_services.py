@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.selectors import identity_key_current
+from eventlog.services import event_emit
 from hashee.core import signing
 from hashee.errors import HasheeError
-from hashee.events import event_emit
 from relations.models import Relation
 from toolcalls.keydir_models import AgentKey, DeviceKey
 from toolcalls.sdk import statements, wire

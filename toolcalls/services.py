@@ -15,11 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from agents.auth import KeyMatch
 from agents.models import Agent
+from eventlog.services import Guard, row_and_event_create
 from hashee import rows
-from hashee.auth import KeyMatch
 from hashee.errors import HasheeError
-from hashee.events import Guard, row_and_event_create
 from relations.models import Relation
 from toolcalls.models import Message
 

@@ -76,7 +76,7 @@ def test_admin_pages_render(operator: Client, agent: Agent, manifest: dict) -> N
 
 
 def test_key_admin_shows_hashes_only(operator: Client, alice: Any) -> None:
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     _, secret = api_key_create(user=alice, name="ci")
 

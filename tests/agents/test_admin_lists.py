@@ -18,12 +18,12 @@ from toolcalls import services as pipe
 pytestmark = pytest.mark.django_db
 
 LIST_PAGES = ["/admin/agents/agent/", "/admin/agents/manifestversion/", "/admin/agents/apikey/",
-              "/admin/relations/relation/", "/admin/toolcalls/message/", "/admin/hashee/event/",
-              "/admin/hashee/webhookdelivery/"]
+              "/admin/relations/relation/", "/admin/toolcalls/message/", "/admin/eventlog/event/",
+              "/admin/eventlog/webhookdelivery/"]
 
 
 def populate(count: int, manifest: dict[str, Any]) -> None:
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     for i in range(count):
         owner = User.objects.create(username=f"owner{i}-{User.objects.count()}")
@@ -48,7 +48,7 @@ def queries_for(client: Client, url: str) -> int:
 @pytest.mark.parametrize("url", LIST_PAGES)
 def test_list_pages_cost_the_same_queries_for_3_or_12_rows(operator: Client, manifest: dict, url: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("hashee.webhooks.resolve_host", lambda host: ["93.184.216.34"])
+    monkeypatch.setattr("eventlog.webhooks.resolve_host", lambda host: ["93.184.216.34"])
     populate(3, manifest)
     few = queries_for(operator, url)
     populate(9, manifest)
@@ -75,12 +75,12 @@ def test_agents_filter_by_scope_sensitivity_status_and_owner(operator: Client, a
     assert "Reader" in by_owner and "Locator" in by_owner
 
 
-@pytest.mark.parametrize("url", ["/admin/toolcalls/message/?msg_subtype__exact=text", "/admin/hashee/event/?type=x"])
+@pytest.mark.parametrize("url", ["/admin/toolcalls/message/?msg_subtype__exact=text", "/admin/eventlog/event/?type=x"])
 def test_the_relay_tables_filtered_lists_count_once(operator: Client, manifest: dict, url: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The message and event tables are the biggest: a filtered list counts the matches, and
     never the whole table as well (it offers "Show all" instead of a total)."""
-    monkeypatch.setattr("hashee.webhooks.resolve_host", lambda host: ["93.184.216.34"])
+    monkeypatch.setattr("eventlog.webhooks.resolve_host", lambda host: ["93.184.216.34"])
     populate(2, manifest)
     with CaptureQueriesContext(connection) as captured:
         page = operator.get(url)
@@ -91,7 +91,7 @@ def test_the_relay_tables_filtered_lists_count_once(operator: Client, manifest: 
 
 def test_the_relations_list_names_its_two_status_filters_apart(operator: Client, manifest: dict,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("hashee.webhooks.resolve_host", lambda host: ["93.184.216.34"])
+    monkeypatch.setattr("eventlog.webhooks.resolve_host", lambda host: ["93.184.216.34"])
     populate(1, manifest)
     page = operator.get("/admin/relations/relation/").content.decode()
     assert "By status" in page and "By agent status" in page

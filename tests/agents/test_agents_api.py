@@ -246,7 +246,7 @@ def test_mallory_cannot_change_alices_agent(alice_api: APIClient, mallory_api: A
 
 
 def test_an_agent_key_can_never_change_a_manifest(alice_api: APIClient, alice: Any, manifest: dict) -> None:
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     agent = Agent.objects.get(pk=create_agent(alice_api, manifest)["agent_id"])
     _, secret = api_key_create(user=alice, agent=agent)

@@ -51,7 +51,7 @@ def test_create_agent_key_acts_as_that_agent(alice: Any, manifest: dict) -> None
 
 
 def test_a_revoked_key_stops_working(alice: Any) -> None:
-    from hashee.auth import api_key_create, api_key_revoke
+    from agents.apikey_services import api_key_create, api_key_revoke
 
     key, secret = api_key_create(user=alice)
     api_key_revoke(key=key)

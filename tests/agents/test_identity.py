@@ -9,8 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent, AgentIdentityKey
+from eventlog.models import Event
 from hashee.core import signing
-from hashee.models import Event
 from relations import services as relation_services
 from relations.models import Relation
 
@@ -200,7 +200,7 @@ def test_a_relation_made_after_a_reset_is_active(alice_api: APIClient, agent: Ag
 def test_the_first_registration_is_an_event_for_users_and_owner_after_commit(
         alice_api: APIClient, bob_api: APIClient, agent: Agent, relation: Relation,
         django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hashee import events
+    from eventlog import services as events
 
     rung: list[str] = []
     monkeypatch.setattr(events, "ring_doorbell", lambda event: rung.append(event.type))

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents import services as agent_services
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 
 
 @pytest.fixture

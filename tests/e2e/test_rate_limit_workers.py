@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from deploy.local import Deployment
-from hashee.auth import api_key_create
 from relations import services as relation_services
 from tests.e2e.rate_limit_client import fire
 from tests.e2e.test_two_workers import deployment  # noqa: F401  (the two-worker fixture)

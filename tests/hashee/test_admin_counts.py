@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from hashee.events import event_emit
+from eventlog.services import event_emit
 
 pytestmark = pytest.mark.django_db
 
@@ -36,14 +36,14 @@ def test_a_big_unfiltered_event_list_is_counted_by_the_planners_estimate(operato
         cursor.execute("ANALYZE hashee_event")  # what autovacuum keeps up to date
     settings.HASHEE_ADMIN_ESTIMATED_COUNT_FROM = 30
 
-    page, counted = counts(operator, "/admin/hashee/event/")
+    page, counted = counts(operator, "/admin/eventlog/event/")
     assert counted == [] and "40 events" in page  # the estimate of an analysed table: exact here
 
-    page, counted = counts(operator, "/admin/hashee/event/?type__exact=h2a.relation_created")
+    page, counted = counts(operator, "/admin/eventlog/event/?type__exact=h2a.relation_created")
     assert len(counted) == 1 and "20 events" in page  # filtered: counted exactly
 
     settings.HASHEE_ADMIN_ESTIMATED_COUNT_FROM = 1000  # below the threshold: exact
-    page, counted = counts(operator, "/admin/hashee/event/")
+    page, counted = counts(operator, "/admin/eventlog/event/")
     assert len(counted) == 1 and "40 events" in page
 
 
@@ -62,5 +62,5 @@ def test_a_searched_list_is_counted_exactly_on_any_database(operator: Client, bo
     emit(3, bob)
     settings.HASHEE_ADMIN_ESTIMATED_COUNT_FROM = 0
 
-    page, counted = counts(operator, "/admin/hashee/event/?q=h2a.relation_created")
+    page, counted = counts(operator, "/admin/eventlog/event/?q=h2a.relation_created")
     assert len(counted) == 1 and "2 events" in page

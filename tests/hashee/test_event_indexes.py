@@ -12,8 +12,9 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from agents.models import Agent
-from hashee.events import event_emit, events_for_agent, events_for_owner, events_for_user
-from hashee.models import Event
+from eventlog.models import Event
+from eventlog.selectors import events_for_agent, events_for_owner, events_for_user
+from eventlog.services import event_emit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 

@@ -9,8 +9,8 @@ import pytest
 from channels.testing.websocket import WebsocketCommunicator
 from django.contrib.auth.models import User
 
+from agents.apikey_services import api_key_create
 from hashee.asgi import application
-from hashee.auth import api_key_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

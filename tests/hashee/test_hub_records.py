@@ -9,9 +9,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hashee import hub as hub_module
-from hashee.access import SocketAccess
-from hashee.hub import EventHub
+from eventlog import hub as hub_module
+from eventlog.access import SocketAccess
+from eventlog.hub import EventHub
 
 
 class Socket:

@@ -15,9 +15,10 @@ import pytest
 from channels.layers import BaseChannelLayer
 from django.db import connection
 
-from hashee import events
-from hashee import hub as hub_module
-from hashee.events import LoopDoorbell
+from eventlog import doorbell as events
+from eventlog import hub as hub_module
+from eventlog import records
+from eventlog.doorbell import LoopDoorbell
 
 
 class Layer:
@@ -28,7 +29,7 @@ class Layer:
         self.fail_next = False
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
-        assert group == events.doorbell_group() and message["type"] == "log.grew"
+        assert group == records.doorbell_group() and message["type"] == "log.grew"
         if self.fail_next:
             self.fail_next = False
             raise ConnectionError("redis went away")
@@ -115,7 +116,7 @@ def test_a_failed_publish_is_logged_and_the_next_ring_is_still_sent(layer: Layer
     layer.fail_next = True
 
     async def scenario(bell: LoopDoorbell) -> None:
-        with caplog.at_level(logging.WARNING, logger="hashee.events"):
+        with caplog.at_level(logging.WARNING, logger="eventlog.services"):
             bell.ring(record(1))
             await asyncio.sleep(0.2)
             bell.ring(record(2))
@@ -129,8 +130,8 @@ def test_a_failed_publish_is_logged_and_the_next_ring_is_still_sent(layer: Layer
 def test_deployments_on_different_databases_ring_different_doorbells(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two deployments sharing a Redis (as the test workers do) must not take each other's
     event ids for their own: their doorbells are apart."""
-    here = events.doorbell_group()
+    here = records.doorbell_group()
     BaseChannelLayer().require_valid_group_name(here)
-    assert events.doorbell_group() == here
+    assert records.doorbell_group() == here
     monkeypatch.setitem(connection.settings_dict, "NAME", "another_deployment")
-    assert events.doorbell_group() != here
+    assert records.doorbell_group() != here

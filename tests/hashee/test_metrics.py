@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from hashee.checks import check_metrics_token
-from hashee.webhooks import webhook_deliver_due, webhook_enqueue
 from relations import services as relation_services
 from relations.models import Relation
 

@@ -18,10 +18,10 @@ from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent, ApiKey
-from hashee.auth import api_key_create, api_key_revoke
-from hashee.token_models import AccessToken
-from hashee.tokens import access_token_issue, access_token_lookup
+from agents.token_models import AccessToken
+from agents.tokens import access_token_issue, access_token_lookup
 from relations.models import Relation
 from tests.conftest import client_for
 

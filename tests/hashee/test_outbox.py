@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hashee.outbox import Outbox
+from eventlog.outbox import Outbox
 
 
 def test_it_takes_one_frame_of_any_size_when_empty_and_nothing_past_its_bounds() -> None:

@@ -11,8 +11,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents.apikey_services import api_key_create, api_key_revoke
+from agents.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from agents.models import Agent, ApiKey
-from hashee.auth import AgentPrincipal, api_key_create, api_key_lookup, api_key_revoke, principal_for_key
 from hashee.rows import Columns
 from relations.models import Relation
 from relations.selectors import relation_with_agent

@@ -17,9 +17,9 @@ from django.db import transaction
 from django.test import Client
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent, ApiKey
 from hashee.asgi import application
-from hashee.auth import api_key_create, api_key_revoke
 from relations import services as relation_services
 from relations.models import Relation
 from tests.conftest import client_for

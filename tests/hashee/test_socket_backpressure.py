@@ -17,9 +17,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import Agent
 from hashee.asgi import application
-from hashee.auth import api_key_create
 from relations import services as relation_services
 from relations.models import Relation
 from toolcalls.services import Sender, message_send

@@ -15,10 +15,10 @@ from channels.testing.websocket import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from agents.apikey_services import api_key_create
 from agents.models import Agent
+from agents.tokens import access_token_issue
 from hashee.asgi import application
-from hashee.auth import api_key_create
-from hashee.tokens import access_token_issue
 from relations import services as relation_services
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,14 +8,14 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from agents.models import Agent
-from hashee.admin import HIDDEN_PAYLOAD
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import webhook_deliver_due, webhook_enqueue
+from eventlog.admin import HIDDEN_PAYLOAD
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from tests.hashee.conftest import Receiver
 
 pytestmark = pytest.mark.django_db
 
-CHANGELIST = "/admin/hashee/webhookdelivery/"
+CHANGELIST = "/admin/eventlog/webhookdelivery/"
 CIPHERTEXT = "c2VhbGVkLWJveC1jaXBoZXJ0ZXh0LW9ubHktdGhlLWFnZW50LWNhbi1vcGVu"
 
 
@@ -84,3 +84,11 @@ def test_a_view_only_operator_cannot_redeliver(observed_agent: Agent) -> None:
 
     delivery.refresh_from_db()
     assert delivery.status == "failed"
+
+
+def test_an_operators_bookmark_of_the_old_admin_address_still_leads_to_the_page(operator: Client) -> None:
+    answer = operator.get("/admin/hashee/webhookdelivery/?status__exact=failed")
+
+    assert answer.status_code == 301
+    assert answer["Location"] == "/admin/eventlog/webhookdelivery/?status__exact=failed"
+    assert operator.get(answer["Location"]).status_code == 200

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 
 from agents.models import Agent
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import webhook_deliver_due, webhook_enqueue
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from tests.hashee.conftest import Receiver
 
 pytestmark = [

@@ -24,9 +24,9 @@ import pytest
 
 from agents import services
 from agents.models import Agent
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import webhook_client, webhook_deliver_due, webhook_enqueue
 from hashee.errors import HasheeError
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import webhook_client, webhook_deliver_due, webhook_enqueue
 from tests.hashee.conftest import Receiver, _handler
 
 pytestmark = pytest.mark.django_db
@@ -114,7 +114,7 @@ def test_a_host_rebound_to_loopback_after_its_check_is_not_contacted(
     # Public for the delivery's check, then the local receiver by the time we connect.
     dns.answer("hooks.mallory.test", [PUBLIC], ["127.0.0.1"])
 
-    with caplog.at_level(logging.INFO, logger="hashee.webhooks"):
+    with caplog.at_level(logging.INFO, logger="eventlog.webhooks"):
         assert webhook_deliver_due() == 1
 
     assert receiver.requests == [] and connections == []

@@ -15,11 +15,11 @@ from rest_framework.test import APIClient
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from agents import services
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
-from hashee.models import Event
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import webhook_deliver_due, webhook_enqueue
+from eventlog.models import Event
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from tests.conftest import client_for
 from tests.hashee.conftest import Received, Receiver
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agents import services
 from agents.models import Agent
-from hashee.webhooks import WORKER_MISSING_AFTER, webhook_enqueue, webhook_worker_missing, webhook_worker_seen
+from eventlog.webhooks import WORKER_MISSING_AFTER, webhook_enqueue, webhook_worker_missing, webhook_worker_seen
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db

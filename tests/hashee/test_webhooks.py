@@ -20,8 +20,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from agents import services
 from agents.models import Agent
-from hashee.webhook_models import WebhookDelivery
-from hashee.webhooks import (
+from eventlog.webhook_models import WebhookDelivery
+from eventlog.webhooks import (
     BACKOFF_SECONDS,
     URL_REMOVED,
     webhook_deliver_due,
@@ -57,7 +57,7 @@ def test_a_delivery_is_signed_so_the_standard_webhooks_library_verifies_it(
         observed_agent: Agent, receiver: Receiver, caplog: Any) -> None:
     delivery = enqueue(observed_agent)
 
-    with caplog.at_level(logging.INFO, logger="hashee.webhooks"):
+    with caplog.at_level(logging.INFO, logger="eventlog.webhooks"):
         assert webhook_deliver_due() == 1
 
     [request] = receiver.requests

@@ -17,8 +17,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import ApiKey
-from hashee.auth import api_key_create
 from hashee.core import signing
 from relations import services as relation_services
 from tests.hostile import api_routes, db_dump

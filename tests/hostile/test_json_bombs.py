@@ -25,7 +25,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from agents import services as agent_services
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 from relations import services as relation_services
 from tests.asgi_client import asgi_call
 from tests.hostile import db_dump

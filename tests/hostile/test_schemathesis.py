@@ -21,7 +21,7 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, Phase, given, settings
 
 from agents import services as agent_services
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 from relations import services as relation_services
 
 EXAMPLES = int(os.environ.get("HASHEE_SCHEMATHESIS_EXAMPLES", "40"))  # x 31 operations >= 1,000 cases

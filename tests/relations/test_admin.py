@@ -8,7 +8,7 @@ from django.test import Client
 
 from agents import services as agent_services
 from agents.models import Agent
-from hashee.models import Event
+from eventlog.models import Event
 from relations.models import Relation
 from tests.changes import breaking
 

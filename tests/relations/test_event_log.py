@@ -14,8 +14,9 @@ from rest_framework.test import APIClient
 
 from agents import services as agent_services
 from agents.models import Agent
-from hashee import events
-from hashee.models import Event
+from eventlog import selectors
+from eventlog import services as events
+from eventlog.models import Event
 from relations import services as relation_services
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +118,7 @@ def test_polling_pages_through_the_log(bob: Any, agent: Agent, bob_api: APIClien
 
 
 def test_an_agent_key_polls_the_agents_events(alice: Any, bob: Any, agent: Agent) -> None:
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     _, secret = api_key_create(user=alice, agent=agent)
     agent_api = APIClient()
@@ -166,8 +167,8 @@ def test_operators_see_events_without_message_payloads(bob: Any, agent: Agent, d
                                 payload="ciphertext-marker-123", size=23)
     event = Event.objects.get(type="message.new", data__message__message_id=str(message.id))
 
-    listing = operator.get("/admin/hashee/event/")
-    detail = operator.get(f"/admin/hashee/event/{event.pk}/change/")
+    listing = operator.get("/admin/eventlog/event/")
+    detail = operator.get(f"/admin/eventlog/event/{event.pk}/change/")
 
     assert listing.status_code == 200 and b"message.new" in listing.content
     assert detail.status_code == 200 and b"ciphertext-marker-123" not in detail.content
@@ -186,4 +187,4 @@ def test_purge_events_command_applies_the_retention(bob: Any, agent: Agent) -> N
     call_command("purge_events", stdout=out)
 
     assert Event.objects.count() == 0
-    assert events.purged_through() > 0 and "purged" in out.getvalue()
+    assert selectors.purged_through() > 0 and "purged" in out.getvalue()

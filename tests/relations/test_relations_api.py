@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from agents import services as agent_services
 from agents.models import Agent
-from hashee.models import Event
+from eventlog.models import Event
 from relations.models import Relation
 
 pytestmark = pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_an_unknown_agent_is_404(bob_api: APIClient, db: Any) -> None:
 
 
 def test_relations_need_a_user(anon: APIClient, alice: Any, agent: Agent) -> None:
-    from hashee.auth import api_key_create
+    from agents.apikey_services import api_key_create
 
     _, secret = api_key_create(user=alice, agent=agent)
     agent_api = APIClient()

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
 from relations import services as relation_services
 from relations.models import Relation
 from tests.changes import breaking

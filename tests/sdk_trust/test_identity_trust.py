@@ -17,7 +17,7 @@ from nacl.public import PrivateKey
 
 from agents import identity as identity_services
 from agents import services as agent_services
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 from hashee.core import signing
 from relations import services as relation_services
 from relations.models import Relation

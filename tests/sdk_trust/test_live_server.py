@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from nacl.public import PrivateKey
 
 from agents import services as agent_services
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 from relations import services as relation_services
 from relations.models import Relation
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, settle_relation

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
 from relations.models import Relation
 from tests.toolcalls.test_roundtrip import ApiClientTransport
 from toolcalls.sdk import KeyDirectory, KeyPair, statements

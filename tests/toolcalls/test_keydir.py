@@ -8,8 +8,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
 from relations.models import Relation
 from toolcalls.keydir_models import AgentKey, DeviceKey
 from toolcalls.keydir_services import MAX_DEVICE_KEYS

@@ -1,5 +1,5 @@
 """Messages are kept HASHEE_MESSAGE_RETENTION_DAYS (30) for recipients who were away, like
-the message.new events that carry them; the daily purge_events deletes older ones."""
+the message.new events that carry them; the daily purge_messages deletes older ones."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def message(relation: Relation, *, age_days: float) -> Message:
 
 def purge(*args: str) -> str:
     out = io.StringIO()
-    call_command("purge_events", *args, stdout=out)
+    call_command("purge_messages", *args, stdout=out)
     return out.getvalue()
 
 
@@ -45,14 +45,14 @@ def test_the_retention_is_a_setting_and_an_option(relation: Relation, settings: 
     kept = message(relation, age_days=6)
     assert "1 messages older than 7 days" in purge()
     message(relation, age_days=3)
-    purge("--message-days", "2")
+    purge("--days", "2")
     assert not Message.objects.filter(pk=kept.pk).exists() and Message.objects.count() == 0
 
 
 def test_a_purge_that_would_delete_everything_is_refused(relation: Relation) -> None:
     message(relation, age_days=0.5)
     with pytest.raises(CommandError, match="at least 1"):
-        purge("--message-days", "0")
+        purge("--days", "0")
     assert Message.objects.count() == 1
 
 

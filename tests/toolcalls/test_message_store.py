@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import IntegrityError
 
-from hashee.models import Event
+from eventlog.models import Event
 from toolcalls import services
 from toolcalls.models import Message
 

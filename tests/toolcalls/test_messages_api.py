@@ -11,9 +11,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
-from hashee.models import Event
+from eventlog.models import Event
 from relations import services as relation_services
 from relations.models import Relation
 from toolcalls.models import IdempotencyKey, Message

@@ -16,9 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent, ApiKey
-from hashee.auth import api_key_create, api_key_revoke
-from hashee.models import Event
+from eventlog.models import Event
 from relations import services as relation_services
 from relations.models import Relation
 from tests.conftest import client_for

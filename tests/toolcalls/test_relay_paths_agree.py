@@ -19,8 +19,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
 from agents.models import Agent, ApiKey
-from hashee.auth import api_key_create
 from relations.models import Relation
 from tests.conftest import client_for
 from toolcalls.models import Message

@@ -29,9 +29,9 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
+from agents.apikey_services import api_key_create
+from eventlog.models import Event
 from hashee.asgi import application
-from hashee.auth import api_key_create
-from hashee.models import Event
 from relations import services as relation_services
 from toolcalls.models import Message
 from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient

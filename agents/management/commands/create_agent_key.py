@@ -5,8 +5,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agents.apikey_services import api_key_create
 from agents.models import Agent
-from hashee.auth import api_key_create
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from hashee.auth import api_key_create
+from agents.apikey_services import api_key_create
 
 
 class Command(BaseCommand):

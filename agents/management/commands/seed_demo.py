@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agents import services
+from agents.apikey_services import api_key_create
 from agents.demo import DEMO_MANIFEST
 from agents.models import Agent
-from hashee.auth import api_key_create
 
 DEMO_PASSWORD = "hashee-demo"  # noqa: S105 (documented demo login)
 

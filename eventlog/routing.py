@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from hashee import consumers
+from eventlog import consumers
 
 websocket_urlpatterns = [
     path("ws/events", consumers.UserEventsConsumer.as_asgi()),

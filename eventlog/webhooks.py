@@ -32,10 +32,10 @@ from django.utils import timezone
 from standardwebhooks.webhooks import EmptyWebhookSecretError, Webhook
 
 from agents.models import Agent
+from eventlog.webhook_models import WebhookAttempt, WebhookDelivery, WebhookWorkerHeartbeat
 from hashee import metrics
 from hashee.core.addresses import is_public_address
 from hashee.errors import HasheeError
-from hashee.webhook_models import WebhookAttempt, WebhookDelivery, WebhookWorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
-"""API keys: ``hsk_`` (acts as a user) and ``hak_`` (acts as one agent).
+"""Authentication by API key: ``hsk_`` (acts as a user) and ``hak_`` (acts as one agent).
 
 Secrets are 256-bit random tokens shown once; the database keeps a SHA-256 of the
-whole secret plus a short lookup prefix, compared in constant time.
+whole secret plus a short lookup prefix, compared in constant time. Keys are created and
+revoked by ``agents.apikey_services``.
 """
 
 from __future__ import annotations
@@ -12,17 +13,16 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db import connection, transaction
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from agents.models import Agent, ApiKey
 from hashee import rows
-
-if TYPE_CHECKING:
-    from agents.models import Agent, ApiKey
 
 USER_KEY_MARKER = "hsk_"
 AGENT_KEY_MARKER = "hak_"
@@ -47,32 +47,6 @@ def new_secret(marker: str) -> tuple[str, str]:
     """A fresh 256-bit secret with its marker, and its lookup prefix: (secret, prefix)."""
     token = secrets.token_urlsafe(32)
     return f"{marker}{token}", token[:PREFIX_LENGTH]
-
-
-def api_key_create(*, user: Any, agent: Agent | None = None, name: str = "") -> tuple[ApiKey, str]:
-    """Create a key (an agent key when ``agent`` is given) and return it with its secret."""
-    from agents.models import ApiKey
-
-    secret, prefix = new_secret(AGENT_KEY_MARKER if agent is not None else USER_KEY_MARKER)
-    key = ApiKey.objects.create(
-        kind=ApiKey.Kind.AGENT if agent is not None else ApiKey.Kind.USER,
-        user=user, agent=agent, name=name, prefix=prefix, key_hash=hash_secret(secret),
-    )
-    return key, secret
-
-
-def api_key_revoke(*, key: ApiKey) -> None:
-    """Revoke a key; the sockets it opened close (hashee.access), on every process."""
-    from agents.models import ApiKey
-    from hashee.access import sockets_close
-
-    if key.revoked_at is not None:
-        return
-    now = timezone.now()
-    with transaction.atomic():
-        if ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=now):
-            sockets_close(reason="credential_revoked", value=key.pk)
-    key.revoked_at = now
 
 
 def api_key_lookup(secret: str) -> ApiKey | None:
@@ -100,10 +74,6 @@ def api_key_lookup(secret: str) -> ApiKey | None:
 
 @functools.cache
 def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
-    from django.contrib.auth import get_user_model
-
-    from agents.models import ApiKey
-
     user_model = get_user_model()
     key_columns = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))
     user_columns = rows.Columns(user_model, "u", tuple(f.name for f in user_model._meta.concrete_fields))
@@ -136,17 +106,11 @@ def agent_key_match(secret: str) -> KeyMatch | None:
     parts = split_secret(secret)
     if parts is None or parts[0] != AGENT_KEY_MARKER:
         return None
-    from agents.models import ApiKey
-
     return KeyMatch(_key_match_sql()[0], [parts[1], str(ApiKey.Kind.AGENT), hash_secret(secret)])
 
 
 @functools.cache
 def _key_match_sql() -> tuple[str, str]:
-    from django.contrib.auth import get_user_model
-
-    from agents.models import ApiKey
-
     user_model = get_user_model()
     key, user = rows.Columns(ApiKey, "k", ("agent",)), rows.Columns(user_model, "u", ())
     # The hash is of a 256-bit secret: comparing it in SQL tells a caller nothing usable.
@@ -159,8 +123,6 @@ def _key_match_sql() -> tuple[str, str]:
 
 
 def _touch(key: ApiKey) -> None:
-    from agents.models import ApiKey
-
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
@@ -186,8 +148,6 @@ class AgentPrincipal:
 
     @functools.cached_property
     def agent(self) -> Agent:
-        from agents.models import Agent
-
         return Agent.objects.defer("capability_manifest").get(pk=self.agent_id)
 
     def __str__(self) -> str:

@@ -2,14 +2,15 @@
 
 Users are Django's: the admin, ``createsuperuser`` or a shell deactivate them by saving
 the model, and logout is Django's view. These receivers only tell the sockets that
-stood on that user or session to close (hashee.access), in the same transaction.
+stood on that user or session to close (eventlog.access), in the same transaction.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hashee.access import session_digest, sockets_close
+from eventlog.access import session_digest
+from eventlog.services import sockets_close
 
 
 def user_saved(sender: type[Any], instance: Any, created: bool = False, raw: bool = False, **kwargs: Any) -> None:

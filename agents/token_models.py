@@ -1,7 +1,7 @@
 """Short-lived access tokens (``hat_``, SPEC §10.3), exchanged for an agent key.
 
-Imported by ``hashee.models`` so that Django registers them under the ``hashee`` label:
-they belong with the credentials machinery of ``hashee.auth``.
+Imported by ``agents.models``: they belong with the API keys they are exchanged for
+(``agents.auth``). The table keeps its first name, ``hashee_accesstoken``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(db_index=True)
 
     class Meta:
+        db_table = "hashee_accesstoken"
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

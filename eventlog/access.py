@@ -19,8 +19,6 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from hashee.events import SOCKETS_CLOSE, event_emit
-
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_TOO_MANY = 4429
@@ -48,13 +46,6 @@ class SocketAccess:
 def session_digest(session_key: str) -> str:
     """A session's name in the log: its key is a credential, so only a hash is written."""
     return hashlib.sha256(session_key.encode()).hexdigest()
-
-
-def sockets_close(*, reason: str, value: Any) -> None:
-    """In the caller's transaction: record that the sockets whose ``reason`` field (see
-    REASONS) equals ``value`` must close; every hub acts on it after commit."""
-    field = REASONS[reason][1]
-    event_emit(type=SOCKETS_CLOSE, data={"reason": reason, field: value})
 
 
 def close_code(control: dict[str, Any], access: SocketAccess) -> int | None:

@@ -23,10 +23,11 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from eventlog.access import SocketAccess, close_code
+from eventlog.models import Event
+from eventlog.records import SOCKETS_CLOSE, doorbell_group, event_record
+from eventlog.selectors import latest_event_id
 from hashee import metrics
-from hashee.access import SocketAccess, close_code
-from hashee.events import SOCKETS_CLOSE, doorbell_group, event_record, latest_event_id
-from hashee.models import Event
 
 logger = logging.getLogger(__name__)
 BATCH = 500
@@ -40,7 +41,7 @@ GAP_GRACE_SECONDS = 0.05
 # Records held past a gap, at most (beyond that they are dropped: the log has them).
 HELD_MAX = 5000
 # sockets.close records remembered for sockets that authenticated just before one was
-# dispatched and attach just after it (hashee.access).
+# dispatched and attach just after it (eventlog.access).
 RECENT_CLOSES = 1000
 
 

@@ -1,6 +1,6 @@
 """Webhook deliveries to agent observers and every attempt at them (SPEC §5.4).
 
-Imported by ``hashee.models`` so that Django registers them under the ``hashee`` label.
+Imported by ``eventlog.models`` so that Django registers them with the event log.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class WebhookDelivery(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "hashee_webhookdelivery"
         ordering = ["-id"]
         verbose_name_plural = "webhook deliveries"
         indexes = [models.Index(fields=["status", "next_attempt_at"], name="hashee_webhook_due")]
@@ -59,6 +60,7 @@ class WebhookAttempt(models.Model):
     response_excerpt = models.CharField(max_length=500, blank=True)
 
     class Meta:
+        db_table = "hashee_webhookattempt"
         ordering = ["id"]
 
     def __str__(self) -> str:
@@ -72,6 +74,9 @@ class WebhookWorkerHeartbeat(models.Model):
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
     seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "hashee_webhookworkerheartbeat"
 
     def __str__(self) -> str:
         return f"webhook worker seen at {self.seen_at:%Y-%m-%d %H:%M:%S}"

@@ -10,9 +10,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hashee import events
-from hashee.auth import AgentPrincipal
+from agents.auth import AgentPrincipal
+from eventlog import records, selectors
 from hashee.errors import HasheeError
+from relations.selectors import audience_windows
 
 MAX_LIMIT = 1000
 
@@ -32,8 +33,9 @@ class EventListView(APIView):
 
     @extend_schema(
         operation_id="events_list", summary="Read my events since a cursor",
-        parameters=[OpenApiParameter("since", int, description="Return events after this id"),
-                    OpenApiParameter("limit", int, description=f"At most this many (default 100, max {MAX_LIMIT})")],
+        parameters=[OpenApiParameter("since", {"type": "integer", "minimum": 0}, description="Return events after this id"),
+                    OpenApiParameter("limit", {"type": "integer", "minimum": 0},
+                                     description=f"At most this many (default 100, larger values mean {MAX_LIMIT})")],
         responses={200: OpenApiResponse(description='`{"events": [frame…], "last_id": int, "has_more": bool}`; '
                                                     "a frame is `{id, type, created_at, data}`"),
                    400: OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`'),
@@ -42,17 +44,15 @@ class EventListView(APIView):
     def get(self, request: Request) -> Response:
         since = _int_param(request, "since", 0)
         limit = min(max(_int_param(request, "limit", 100), 1), MAX_LIMIT)
-        if since < events.purged_through():
-            latest = events.latest_event_id()
-            return Response({"events": [events.resync_frame(latest)], "last_id": latest, "has_more": False})
+        if since < selectors.purged_through():
+            latest = selectors.latest_event_id()
+            return Response({"events": [records.resync_frame(latest)], "last_id": latest, "has_more": False})
         rows = list(self._events(request.user, since)[:limit + 1])
-        frames: list[dict[str, Any]] = [events.frame(e) for e in rows[:limit]]
+        frames: list[dict[str, Any]] = [records.frame(e) for e in rows[:limit]]
         last_id = frames[-1]["id"] if frames else since
         return Response({"events": frames, "last_id": last_id, "has_more": len(rows) > limit})
 
     def _events(self, principal: Any, since: int) -> Any:
         if isinstance(principal, AgentPrincipal):
-            return events.events_for_agent(agent=principal.agent_id, since=since)
-        from relations.selectors import audience_windows
-
-        return events.events_for_user(user=principal, since=since, windows=audience_windows(user=principal))
+            return selectors.events_for_agent(agent=principal.agent_id, since=since)
+        return selectors.events_for_user(user=principal, since=since, windows=audience_windows(user=principal))

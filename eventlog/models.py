@@ -1,4 +1,7 @@
-"""Project-wide models: the persisted event log (and webhook deliveries)."""
+"""The persisted event log (and webhook deliveries).
+
+The tables keep the names they had when the project package owned them (``hashee_…``):
+moving the models here changed no schema."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class Event(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
+        db_table = "hashee_event"
         ordering = ["id"]
         indexes = [
             models.Index(fields=["user", "id"]),
@@ -52,11 +56,11 @@ class EventLogState(models.Model):
     purged_through_id = models.BigIntegerField(default=0)
 
     class Meta:
+        db_table = "hashee_eventlogstate"
         verbose_name = "event log state"
 
     def __str__(self) -> str:
         return f"purged through #{self.purged_through_id}"
 
 
-from hashee.token_models import AccessToken  # noqa: E402, F401
-from hashee.webhook_models import WebhookAttempt, WebhookDelivery  # noqa: E402, F401
+from eventlog.webhook_models import WebhookAttempt, WebhookDelivery, WebhookWorkerHeartbeat  # noqa: E402, F401

@@ -27,13 +27,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hashee.auth import api_key_lookup
-from hashee.tokens import SCOPES, access_token_issue
+from agents.auth import api_key_lookup
+from agents.tokens import SCOPES, access_token_issue
 
 GRANT_TYPE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
 SUBJECT_TOKEN_TYPE: Final = "urn:hashee:params:oauth:token-type:agent-key"  # noqa: S105 - a type URI
 ISSUED_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105 - a type URI
 FIELDS: Final = ("grant_type", "subject_token", "subject_token_type", "scope")
+_SCOPE: Final = "(?:" + "|".join(scope.replace(":", "\\:") for scope in SCOPES) + ")"
+SCOPE_PATTERN: Final = f"^\\s*{_SCOPE}(?:\\s+{_SCOPE})*\\s*$"  # what _scopes accepts, for the document
 NO_STORE: Final = {"Cache-Control": "no-store", "Pragma": "no-cache"}  # RFC 6749 §5.1
 
 
@@ -90,7 +92,7 @@ TokenExchangeInput = inline_serializer("TokenExchangeInput", {
     "grant_type": serializers.ChoiceField(choices=[GRANT_TYPE]),
     "subject_token": serializers.CharField(help_text="An agent key, hak_…"),
     "subject_token_type": serializers.ChoiceField(choices=[SUBJECT_TOKEN_TYPE]),
-    "scope": serializers.CharField(required=False, help_text=f"Space-separated, from: {' '.join(SCOPES)} "
+    "scope": serializers.RegexField(SCOPE_PATTERN, required=False, help_text=f"Space-separated, from: {' '.join(SCOPES)} "
                                                              "(default: all)"),
 })
 TokenOutput = inline_serializer("TokenExchangeOutput", {

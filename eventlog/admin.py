@@ -14,9 +14,9 @@ from django.http import HttpRequest
 from django.utils.functional import cached_property
 
 from agents.admin import pretty_json
-from hashee.models import Event
-from hashee.webhook_models import WebhookAttempt, WebhookDelivery
-from hashee.webhooks import webhook_redeliver
+from eventlog.models import Event
+from eventlog.webhook_models import WebhookAttempt, WebhookDelivery
+from eventlog.webhooks import webhook_redeliver
 
 HIDDEN_PAYLOAD = "(end-to-end encrypted, not shown)"
 

@@ -24,13 +24,16 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from hashee import events, metrics
-from hashee.access import CLOSE_TOO_MANY, CLOSE_UNAUTHENTICATED, SocketAccess, session_digest
-from hashee.auth import AgentPrincipal, api_key_lookup, principal_for_key
-from hashee.hub import EventHub, get_hub
+from agents.auth import AgentPrincipal, api_key_lookup, principal_for_key
+from agents.models import Agent
+from agents.tokens import SOCKET_SCOPE, TOKEN_MARKER, token_principal
+from eventlog import records, selectors
+from eventlog.access import CLOSE_TOO_MANY, CLOSE_UNAUTHENTICATED, SocketAccess, session_digest
+from eventlog.hub import EventHub, get_hub
+from eventlog.outbox import Outbox
+from hashee import metrics
 from hashee.origins import origin_allowed
-from hashee.outbox import Outbox
-from hashee.tokens import SOCKET_SCOPE, TOKEN_MARKER, token_principal
+from relations.selectors import audience_windows
 
 logger = logging.getLogger(__name__)
 # A slow reader holds at most this much in its outbox (plus the frame its writer is
@@ -56,8 +59,6 @@ def _token_principal(token: str) -> tuple[Any, SocketAccess] | None:
     if principal is None or key is None:
         return None
     if isinstance(principal, AgentPrincipal):
-        from agents.models import Agent
-
         if principal.agent.status == Agent.Status.PAUSED:
             return None
         return principal, SocketAccess(user_id=key.user_id, key_id=key.pk, agent_id=str(key.agent_id))
@@ -151,9 +152,9 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         if since is not None:
             assert self.hub is not None
             await self.hub.caught_up()
-        if since is not None and since < await database_sync_to_async(events.purged_through)():
-            latest = await database_sync_to_async(events.latest_event_id)()
-            self.outbox.put(json.dumps(events.resync_frame(latest)))
+        if since is not None and since < await database_sync_to_async(selectors.purged_through)():
+            latest = await database_sync_to_async(selectors.latest_event_id)()
+            self.outbox.put(json.dumps(records.resync_frame(latest)))
             self.last_queued = latest
         else:
             self.last_queued = start if since is None else since
@@ -205,7 +206,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         average says may fit (measuring a row costs the database its whole payload)."""
         frames_free, bytes_free = self.outbox.room()
         probe = max(1, min(frames_free, bytes_free // self.frame_estimate))
-        sizes = await database_sync_to_async(events.frame_sizes)(
+        sizes = await database_sync_to_async(selectors.frame_sizes)(
             self._history(self.last_queued).filter(id__lte=upto), limit=probe)
         chosen: list[int] = []
         for event_id, size in sizes:
@@ -213,7 +214,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
                 break
             chosen.append(event_id)
             bytes_free -= size
-        frames = await database_sync_to_async(events.frames_of)(chosen) if chosen else []
+        frames = await database_sync_to_async(selectors.frames_of)(chosen) if chosen else []
         if self.ended:
             return
         for _, text in frames:
@@ -232,7 +233,7 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         pass
 
     def end(self, code: int, reason: str) -> None:
-        """Access ended (hashee.access): deliver nothing more, and close with ``code``."""
+        """Access ended (eventlog.access): deliver nothing more, and close with ``code``."""
         if self.ended:
             return
         self._stop()
@@ -300,18 +301,14 @@ class UserEventsConsumer(EventStreamConsumer):
             self.hub.join_audience(self, agent_id)
 
     def _windows(self) -> list[list[Any]]:
-        from relations.selectors import audience_windows
-
         return [[str(agent_id), start, end] for agent_id, start, end in audience_windows(user=self.principal)]
 
     def _owned(self) -> list[Any]:
-        from agents.models import Agent
-
         return list(Agent.objects.filter(owner=self.principal).values_list("pk", flat=True))
 
     def _history(self, since: int) -> Any:
         windows = [(agent_id, start, end) for agent_id, start, end in self.windows or []]
-        return events.events_for_owner(user=self.principal, since=since, windows=windows,
+        return selectors.events_for_owner(user=self.principal, since=since, windows=windows,
                                        owned_agent_ids=self.owned)
 
     def relation_changed(self, agent_id: str, live: bool, event_id: int) -> None:
@@ -363,4 +360,4 @@ class AgentEventsConsumer(EventStreamConsumer):
         await super().disconnect(code)
 
     def _history(self, since: int) -> Any:
-        return events.events_for_agent(agent=self.principal.agent_id, since=since)
+        return selectors.events_for_agent(agent=self.principal.agent_id, since=since)

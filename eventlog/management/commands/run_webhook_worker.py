@@ -11,9 +11,9 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 from django.utils import timezone
 
-from hashee.webhooks import WORKER_SEEN_EVERY, webhook_client, webhook_deliver_due, webhook_worker_seen
+from eventlog.webhooks import WORKER_SEEN_EVERY, webhook_client, webhook_deliver_due, webhook_worker_seen
 
-logger = logging.getLogger("hashee.webhooks")
+logger = logging.getLogger("eventlog.webhooks")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

@@ -14,20 +14,19 @@ import functools
 import hmac
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from agents.auth import AgentPrincipal, hash_secret, new_secret, split_secret
+from agents.models import ApiKey
+from agents.token_models import AccessToken
 from hashee import rows
-from hashee.auth import AgentPrincipal, hash_secret, new_secret, split_secret
-
-if TYPE_CHECKING:
-    from agents.models import ApiKey
-    from hashee.token_models import AccessToken
 
 TOKEN_MARKER: Final = "hat_"  # noqa: S105 - the marker, not a secret
 SCOPES: Final = ("messages:write", "messages:read", "events:read", "tools:read")
@@ -51,8 +50,6 @@ def access_token_issue(*, key: ApiKey, scopes: Iterable[str], now: datetime | No
     """A new token for the agent key ``key`` with ``scopes`` (a subset of SCOPES), and its
     secret (shown once). The key's expired tokens are deleted on the way: they can do
     nothing, and a runtime that exchanges every few minutes would pile them up."""
-    from hashee.token_models import AccessToken
-
     now = now or timezone.now()
     secret, prefix = new_secret(TOKEN_MARKER)
     wanted = set(scopes)
@@ -67,9 +64,6 @@ def access_token_issue(*, key: ApiKey, scopes: Iterable[str], now: datetime | No
 def access_token_lookup(secret: str, *, now: datetime | None = None) -> AccessToken | None:
     """The live token whose secret this is (not expired, its agent key not revoked, the
     key's user active), with its key loaded; else None."""
-    from agents.models import ApiKey
-    from hashee.token_models import AccessToken
-
     parts = split_secret(secret, (TOKEN_MARKER,))
     if parts is None:
         return None
@@ -86,11 +80,6 @@ def access_token_lookup(secret: str, *, now: datetime | None = None) -> AccessTo
 @functools.cache
 def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
     """Every request with a token runs this: one hand-written query (hashee.rows), as for keys."""
-    from django.contrib.auth import get_user_model
-
-    from agents.models import ApiKey
-    from hashee.token_models import AccessToken
-
     user_model = get_user_model()
     token = rows.Columns(AccessToken, "t", tuple(f.name for f in AccessToken._meta.concrete_fields))
     key = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))

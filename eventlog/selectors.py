@@ -1,0 +1,62 @@
+"""Reads of the event log: what a recipient may see after an id, and where the log starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast, Length
+
+from eventlog.models import Event, EventLogState
+from eventlog.records import frame
+
+
+def purged_through() -> int:
+    state = EventLogState.objects.filter(pk=1).first()
+    return state.purged_through_id if state else 0
+
+
+def latest_event_id() -> int:
+    last = Event.objects.order_by("-id").values_list("id", flat=True).first()
+    return int(last or 0)
+
+
+def events_for_user(*, user: Any, since: int, windows: Iterable[tuple[Any, int, int | None]]) -> QuerySet[Event]:
+    """A user's events after ``since``: addressed to them, or to the audience of an agent
+    while their relation with it was live (``windows``: agent id, from id, until id)."""
+    condition = Q(user=user)
+    for agent_id, start, end in windows:
+        window = Q(audience_id=agent_id, id__gt=start)
+        if end is not None:
+            window &= Q(id__lte=end)
+        condition |= window
+    return Event.objects.filter(condition, id__gt=since).order_by("id")
+
+
+def events_for_owner(*, user: Any, since: int, windows: Iterable[tuple[Any, int, int | None]],
+                     owned_agent_ids: Iterable[Any]) -> QuerySet[Event]:
+    """A session user's events: theirs (``events_for_user``) plus those addressed to the
+    agents they own, which the owner's portal shows live."""
+    mine = events_for_user(user=user, since=since, windows=windows)
+    owned = list(owned_agent_ids)
+    if not owned:
+        return mine
+    return (mine | Event.objects.filter(Q(agent_id__in=owned), id__gt=since)).order_by("id")
+
+
+def events_for_agent(*, agent: Any, since: int) -> QuerySet[Event]:
+    return Event.objects.filter(agent=agent, id__gt=since).order_by("id")
+
+
+def frame_sizes(events: QuerySet[Event], *, limit: int) -> list[tuple[int, int]]:
+    """(id, size of its data as JSON text) of the first ``limit`` of ``events``: what a
+    page may hold is chosen before any payload is loaded."""
+    size = Length(Cast("data", output_field=TextField()))
+    return list(events.annotate(size=size).values_list("id", "size")[:limit])
+
+
+def frames_of(ids: list[int]) -> list[tuple[int, str]]:
+    """(id, frame as JSON text) of these events, in id order (purged ones are skipped)."""
+    return [(e.id, json.dumps(frame(e), separators=(",", ":"))) for e in Event.objects.filter(id__in=ids).order_by("id")]

@@ -1,0 +1,198 @@
+"""The event log: persist in the caller's transaction, ring the doorbell after commit.
+
+Ordering: clients resume with ``since=<id>``, so an event must never become visible
+after a later id was already read. On PostgreSQL every event-writing transaction takes
+one transaction-scoped advisory lock just before its first insert, so ids commit in
+order (the lock is held from the insert to the commit: keep event_emit the last write).
+SQLite serialises writers anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import Model
+from django.db.models.fields import AutoFieldMixin
+from django.utils import timezone
+
+from eventlog.access import REASONS
+from eventlog.doorbell import ring_doorbell
+from eventlog.models import Event, EventLogState
+from eventlog.records import SOCKETS_CLOSE
+from eventlog.webhooks import webhook_enqueue
+
+EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
+
+# Events an agent's observers also receive by webhook.
+WEBHOOK_TYPES = frozenset({
+    "h2a.reauth_required", "agent.manifest_updated", "h2a.relation_created", "h2a.relation_updated",
+    "h2a.relation_revoked", "message.new", "agent.identity_changed",
+    # A runtime that only has a webhook still learns of every key it must (not) encrypt to.
+    "keys.device_published", "keys.device_approved", "keys.device_revoked",
+})
+
+
+def _insert_parts(instance: Model, *, computed: dict[str, str] | None = None) -> tuple[str, str, list[Any]]:
+    """The columns, ``%s::type`` placeholders and values of an INSERT of ``instance``
+    (a database-generated primary key is left out; ``computed`` maps attnames to SQL
+    expressions used instead of the instance's values). A creation time already set is
+    kept, so a payload built from the instance matches the stored row."""
+    db = connections[DEFAULT_DB_ALIAS]  # not the proxy: it looks this up on every use
+    shape = _insert_shapes.get((type(instance), db.vendor))
+    if shape is None:
+        shape = _insert_shapes[(type(instance), db.vendor)] = _insert_shape(type(instance))
+    fields, columns, placeholders = shape
+    values = []
+    typed = []
+    for f, placeholder in zip(fields, placeholders, strict=True):
+        if computed and f.attname in computed:
+            typed.append(computed[f.attname])
+            continue
+        value = getattr(instance, f.attname)
+        if not (getattr(f, "auto_now_add", False) and value is not None):
+            value = f.pre_save(instance, add=True)
+        values.append(f.get_db_prep_save(value, db))
+        typed.append(placeholder)
+    return columns, ", ".join(typed), values
+
+
+_insert_shapes: dict[tuple[type[Model], str], tuple[list[Any], str, list[str]]] = {}
+
+
+def _insert_shape(model: type[Model]) -> tuple[list[Any], str, list[str]]:
+    """What an INSERT of ``model`` looks like on this database (the same for every row)."""
+    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    return fields, columns, [f"%s::{f.db_type(connection)}" for f in fields]
+
+
+def _saved(instance: Model, pk: Any) -> None:
+    if isinstance(instance._meta.pk, AutoFieldMixin):
+        instance.pk = pk
+    instance._state.adding = False
+    instance._state.db = connection.alias
+
+
+def _insert_locked(event: Event) -> None:
+    """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
+    the lock is held from here to the commit, so this saves a round trip while holding it."""
+    columns, typed, values = _insert_parts(event)
+    table = connection.ops.quote_name(Event._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - model metadata, not input
+            f"INSERT INTO {table} ({columns}) SELECT {typed} FROM log_lock RETURNING id",
+            [EVENT_LOG_LOCK, *values])
+        _saved(event, cursor.fetchone()[0])
+
+
+def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any = None,
+               audience: Any = None, user_id: Any = None) -> Event:
+    """Write an event in the current transaction; push a doorbell after commit.
+    The recipient user is ``user`` or ``user_id``."""
+    if not transaction.get_connection().in_atomic_block:
+        with transaction.atomic():
+            return event_emit(type=type, data=data, user=user, agent=agent, audience=audience, user_id=user_id)
+    event = Event(type=type, data=data, user_id=user.pk if user is not None else user_id, agent=agent,
+                  audience=audience)
+    if connection.vendor == "postgresql":
+        _insert_locked(event)
+    else:  # SQLite serialises writers anyway
+        event.save(force_insert=True)
+    if agent is not None and type in WEBHOOK_TYPES:
+        webhook_enqueue(agent=agent, event_type=type, data=data, event_id=event.id)
+    transaction.on_commit(lambda: ring_doorbell(event))
+    return event
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A condition checked by the very statement that inserts (row_and_event_create's one
+    statement): ``sql`` SELECTs at most one row whose ``user_id`` column is the user the
+    event is addressed to; no row, and nothing is inserted."""
+
+    sql: str
+    params: list[Any]
+    # A data-modifying statement the same statement runs too (it may read ``guard``).
+    then: str = ""
+    then_params: list[Any] = field(default_factory=list)
+
+
+def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user_id: Any = None,
+                         agent: Any = None, guard: Guard | None = None) -> Event | None:
+    """Insert ``instance`` and the event about it (addressed to ``user_id`` or ``agent``),
+    atomically; ``data`` builds the event's data from the instance once its fields are final.
+
+    On PostgreSQL outside a transaction, and when the event has no webhook to queue, both
+    rows go in ONE autocommitted statement that also takes the log's lock: no BEGIN/COMMIT
+    round trips, and the lock is held only while the server executes and commits it (the
+    relay's hot path). Otherwise: the usual transaction.
+
+    With a ``guard`` (fast path only), the same statement checks it and takes the event's
+    user from it, and None means it found no row: nothing was stored.
+    """
+    fast = (connection.vendor == "postgresql" and not transaction.get_connection().in_atomic_block
+            and not (agent is not None and type in WEBHOOK_TYPES))
+    if not fast:
+        if guard is not None:
+            raise ValueError("a guard needs the one-statement path (PostgreSQL, outside a transaction)")
+        with transaction.atomic(savepoint=False):
+            instance.save(force_insert=True)
+            return event_emit(type=type, data=data(), user_id=user_id, agent=agent)
+    row_columns, row_typed, row_values = _insert_parts(instance)
+    event = Event(type=type, data=data(), user_id=user_id, agent=agent)
+    quote = connection.ops.quote_name
+    if guard is None:
+        head, lock_from, guard_params, event_from, guard_user = "", "", [], "", "NULL"
+        event_columns, event_typed, event_values = _insert_parts(event)
+    else:
+        head, lock_from = f"guard AS MATERIALIZED ({guard.sql}), ", " FROM guard"
+        if guard.then:
+            head += f"guard_then AS ({guard.then}), "
+        guard_params = [*guard.params, *guard.then_params]
+        event_from, guard_user = ", guard", "(SELECT user_id FROM guard)"
+        event_columns, event_typed, event_values = _insert_parts(event, computed={"user_id": "guard.user_id"})
+    row_pk = quote(instance._meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH {head}log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s){lock_from}), "  # noqa: S608
+            f"new_row AS (INSERT INTO {quote(instance._meta.db_table)} ({row_columns}) "
+            f"SELECT {row_typed} FROM log_lock RETURNING {row_pk}), "
+            f"new_event AS (INSERT INTO {quote(Event._meta.db_table)} ({event_columns}) "
+            f"SELECT {event_typed} FROM log_lock{event_from}, new_row RETURNING id) "
+            f"SELECT (SELECT {row_pk} FROM new_row), (SELECT id FROM new_event), {guard_user}",
+            [*guard_params, EVENT_LOG_LOCK, *row_values, *event_values])
+        row_pk_value, event_id, guarded_user_id = cursor.fetchone()
+    if event_id is None:
+        return None  # the guard found no row
+    if guard is not None:
+        event.user_id = guarded_user_id
+    _saved(instance, row_pk_value)
+    _saved(event, event_id)
+    ring_doorbell(event)  # committed: the statement was its own transaction
+    return event
+
+
+def events_purge(*, older_than_days: int | None = None) -> int:
+    """Delete events older than the retention period; returns how many."""
+    days = older_than_days if older_than_days is not None else settings.HASHEE_EVENT_RETENTION_DAYS
+    cutoff = timezone.now() - timezone.timedelta(days=days)
+    with transaction.atomic():
+        newest_old = Event.objects.filter(created_at__lt=cutoff).order_by("-id").values_list("id", flat=True).first()
+        if newest_old is None:
+            return 0
+        deleted, _ = Event.objects.filter(id__lte=newest_old).delete()
+        EventLogState.objects.update_or_create(pk=1, defaults={"purged_through_id": newest_old})
+    return deleted
+
+
+def sockets_close(*, reason: str, value: Any) -> None:
+    """In the caller's transaction: record that the sockets whose ``reason`` field (see
+    eventlog.access.REASONS) equals ``value`` must close; every hub acts on it after commit."""
+    field = REASONS[reason][1]
+    event_emit(type=SOCKETS_CLOSE, data={"reason": reason, field: value})
