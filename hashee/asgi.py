@@ -40,7 +40,8 @@ django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HA
                                      on_request=LoopDoorbell.attach)
 
 application = RequestHeaderLimit(ProtocolTypeRouter({
-    "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
+    "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES,
+                          body_timeout=settings.HASHEE_BODY_TIMEOUT_SECONDS),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 }), max_count=settings.MAX_REQUEST_HEADERS, max_bytes=settings.MAX_REQUEST_HEADER_BYTES)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -55,15 +54,11 @@ class RequestHeaderLimit:
                               f"{self.max_bytes} bytes of them.")
 
 
-def _default_body_timeout() -> float:
-    return float(os.environ.get("HASHEE_BODY_TIMEOUT_SECONDS", "30"))
-
-
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, *, max_bytes: int, body_timeout: float | None = None) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, body_timeout: float) -> None:
         self.app = app
         self.max_bytes = max_bytes
-        self.body_timeout = _default_body_timeout() if body_timeout is None else body_timeout
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

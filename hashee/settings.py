@@ -190,6 +190,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY_BYTES
 # 431 before Django sees them (hashee.asgi_limits; uvicorn's parser sets no limit).
 MAX_REQUEST_HEADERS = int(os.environ.get("HASHEE_MAX_REQUEST_HEADERS", "100"))
 MAX_REQUEST_HEADER_BYTES = int(os.environ.get("HASHEE_MAX_REQUEST_HEADER_BYTES", "16384"))
+# A request body not complete by then gets 408 and the connection is closed (slow senders).
+HASHEE_BODY_TIMEOUT_SECONDS = float(os.environ.get("HASHEE_BODY_TIMEOUT_SECONDS", "30"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -62,7 +62,7 @@ def agent_keys(request: HttpRequest, agent: Agent) -> HttpResponse:
 
 @require_POST
 @agent_owner_view
-def agent_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpResponse:
+def runtime_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpResponse:
     key = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT, pk=key_id).first()
     if key is None:
         return not_found(request)

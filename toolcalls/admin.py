@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from eventlog.admin import EstimatedCountPaginator
-from toolcalls.keydir_models import AgentKey, DeviceKey
+from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.models import IdempotencyKey, Message
 
 
@@ -69,8 +69,8 @@ class DeviceKeyAdmin(PublishedKeysAdmin):
     readonly_fields = fields
 
 
-@admin.register(AgentKey)
-class AgentKeyAdmin(PublishedKeysAdmin):
+@admin.register(RuntimeKey)
+class RuntimeKeyAdmin(PublishedKeysAdmin):
     list_display = ["agent", "key_id", "created_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent__name", "key_id"]

@@ -34,16 +34,16 @@ from agents.selectors import agent_get_visible
 from hashee.api import IsUser, json_body, validated
 from hashee.errors import HasheeError
 from toolcalls.api import sender_for
-from toolcalls.keydir_models import AgentKey, DeviceKey
+from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.keydir_services import (
     Approval,
-    agent_key_data,
-    agent_key_register,
-    agent_key_revoke,
     device_key_approve,
     device_key_data,
     device_key_register,
     device_key_revoke,
+    runtime_key_data,
+    runtime_key_register,
+    runtime_key_revoke,
 )
 from toolcalls.sdk import wire
 
@@ -169,8 +169,8 @@ def _devices(user: Any, *, approved_only: bool = False) -> list[dict[str, Any]]:
 
 
 def _agent_keys(agent_id: Any) -> dict[str, Any]:
-    keys = AgentKey.objects.filter(agent_id=agent_id, revoked_at__isnull=True)
-    return {"agent_id": str(agent_id), "keys": [agent_key_data(key) for key in keys]}
+    keys = RuntimeKey.objects.filter(agent_id=agent_id, revoked_at__isnull=True)
+    return {"agent_id": str(agent_id), "keys": [runtime_key_data(key) for key in keys]}
 
 
 class DeviceKeyListCreateView(APIView):
@@ -270,8 +270,8 @@ class AgentKeyListCreateView(APIView):
         agent = _agent(request.user, agent_id)
         if not _is_the_agent(request.user, agent):
             raise HasheeError("FORBIDDEN", "Only this agent's own key (hak_) may publish its keys.")
-        key, created = agent_key_register(agent=agent, **_valid(AgentKeyInput, request))
-        return Response(agent_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        key, created = runtime_key_register(agent=agent, **_valid(AgentKeyInput, request))
+        return Response(runtime_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class AgentKeyDetailView(APIView):
@@ -284,7 +284,7 @@ class AgentKeyDetailView(APIView):
         agent = _agent(request.user, agent_id)
         if not (_is_the_agent(request.user, agent) or _is_the_owner(request.user, agent)):
             raise HasheeError("FORBIDDEN", "Only the agent or its owner may revoke its keys.")
-        agent_key_revoke(agent=agent, key_id=key_id)
+        runtime_key_revoke(agent=agent, key_id=key_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -58,8 +58,10 @@ class DeviceKey(PublishedKeys):
         return str(self.Status.APPROVED if self.approved_at is not None else self.Status.PENDING)
 
 
-class AgentKey(PublishedKeys):
-    """A key pair of one of an agent's runtimes (an agent may run several)."""
+class RuntimeKey(PublishedKeys):
+    """A key pair of one of an agent's runtimes (an agent may run several): the end-to-end
+    keys of SPEC §9.2. Not to be confused with an agent key, the ``hak_`` credential
+    (``agents.models.ApiKey``); the API keeps its path, ``/agents/{id}/keys``."""
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="public_keys")
     # An identified agent's identity vouches for each runtime key (SPEC §9.2): a detached

@@ -22,7 +22,7 @@ from eventlog.services import event_emit
 from hashee.core import signing
 from hashee.errors import HasheeError
 from relations.models import Relation
-from toolcalls.keydir_models import AgentKey, DeviceKey
+from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.sdk import statements, wire
 from toolcalls.sdk.crypto import PublicKeys
 
@@ -97,8 +97,8 @@ def device_key_revoke(*, user: Any, device_id: str) -> None:
         _device_revoke(key)
 
 
-def agent_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str,
-                       identity_signature: str | None = None) -> tuple[AgentKey, bool]:
+def runtime_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str,
+                       identity_signature: str | None = None) -> tuple[RuntimeKey, bool]:
     """Publish an agent runtime's keys; returns (key, created). An identified agent's key
     needs its identity's signature (a key already published takes a new one, e.g. after
     the identity rotated). Raises KEY_LIMIT_REACHED, KEY_SIGNATURE_INVALID."""
@@ -106,20 +106,20 @@ def agent_key_register(*, agent: Agent, x25519_public: str, ed25519_public: str,
     with transaction.atomic():
         Agent.objects.select_for_update().filter(pk=agent.pk).first()  # one writer per agent
         vouched = _identity_vouches(agent, key_id, identity_signature)
-        live = AgentKey.objects.filter(agent=agent, revoked_at__isnull=True)
+        live = RuntimeKey.objects.filter(agent=agent, revoked_at__isnull=True)
         current = live.filter(key_id=key_id).first()
         if current is not None:
             if vouched != (current.identity_kid, current.identity_signature):
                 current.identity_kid, current.identity_signature = vouched
                 current.save(update_fields=["identity_kid", "identity_signature"])
-                _agent_key_event(current, "keys.agent_key_published")
+                _runtime_key_event(current, "keys.agent_key_published")
             return current, False
         if live.count() >= MAX_AGENT_KEYS:
             raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_AGENT_KEYS} live keys per agent; revoke one first.")
-        key = AgentKey.objects.create(agent=agent, key_id=key_id, x25519_public=x25519_public,
+        key = RuntimeKey.objects.create(agent=agent, key_id=key_id, x25519_public=x25519_public,
                                       ed25519_public=ed25519_public, identity_kid=vouched[0],
                                       identity_signature=vouched[1])
-        _agent_key_event(key, "keys.agent_key_published")
+        _runtime_key_event(key, "keys.agent_key_published")
     return key, True
 
 
@@ -140,15 +140,15 @@ def _identity_vouches(agent: Agent, key_id: str, signature: str | None) -> tuple
     return identity.kid, signature
 
 
-def agent_key_revoke(*, agent: Agent, key_id: str) -> None:
+def runtime_key_revoke(*, agent: Agent, key_id: str) -> None:
     """Raises NOT_FOUND when the agent has no such live key."""
     with transaction.atomic():
-        key = AgentKey.objects.select_for_update().filter(agent=agent, key_id=key_id, revoked_at__isnull=True).first()
+        key = RuntimeKey.objects.select_for_update().filter(agent=agent, key_id=key_id, revoked_at__isnull=True).first()
         if key is None:
             raise HasheeError("NOT_FOUND", "No such live key for this agent.")
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
-        _agent_key_event(key, "keys.agent_key_revoked")
+        _runtime_key_event(key, "keys.agent_key_revoked")
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -190,7 +190,7 @@ def device_key_data(key: DeviceKey) -> dict[str, Any]:
             "created_at": _iso(key.created_at), "approved_at": _iso(key.approved_at)}
 
 
-def agent_key_data(key: AgentKey) -> dict[str, Any]:
+def runtime_key_data(key: RuntimeKey) -> dict[str, Any]:
     """An agent runtime key as the API returns it."""
     return {"key_id": key.key_id, "x25519_public": key.x25519_public, "ed25519_public": key.ed25519_public,
             "identity_kid": key.identity_kid or None, "identity_signature": key.identity_signature or None,
@@ -211,7 +211,7 @@ def _device_event(key: DeviceKey, type: str) -> None:
         event_emit(type=type, data={"relation_id": str(relation.pk), "device": device}, agent=relation.agent)
 
 
-def _agent_key_event(key: AgentKey, type: str) -> None:
+def _runtime_key_event(key: RuntimeKey, type: str) -> None:
     agent = Agent.objects.get(pk=key.agent_id)
-    data = {"agent_id": str(agent.pk), "key": agent_key_data(key)}
+    data = {"agent_id": str(agent.pk), "key": runtime_key_data(key)}
     event_emit(type=type, data=data, user_id=agent.owner_id, agent=agent, audience=agent)

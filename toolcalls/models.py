@@ -68,4 +68,4 @@ class IdempotencyKey(models.Model):
         return f"{self.principal} {self.key}"
 
 
-from toolcalls.keydir_models import AgentKey, DeviceKey  # noqa: E402,F401
+from toolcalls.keydir_models import DeviceKey, RuntimeKey  # noqa: E402,F401

@@ -22,7 +22,7 @@ from agents.models import ApiKey
 from hashee.core import signing
 from relations import services as relation_services
 from tests.hostile import api_routes, db_dump
-from toolcalls.keydir_models import AgentKey
+from toolcalls.keydir_models import RuntimeKey
 from toolcalls.sdk import KeyPair
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,7 @@ def world(manifest: dict[str, Any]) -> dict[str, Any]:
     return {
         "params": {"agent_id": str(agent.pk), "relation_id": str(relation.pk), "version": "1",
                    "credential_key_id": str(credential.pk), "device_id": "laptop",
-                   "agent_key_id": AgentKey.objects.get(agent=agent).key_id},
+                   "agent_key_id": RuntimeKey.objects.get(agent=agent).key_id},
         "secrets": {"mallory hsk_": api_key_create(user=mallory)[1],
                     "unrelated agent hak_": api_key_create(user=mallory, agent=other)[1]},
         "private": [str(agent.pk), str(relation.pk), "secret plans", agent_secret, "hooks.example.com"],

@@ -11,7 +11,7 @@ from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from agents.models import Agent
 from relations.models import Relation
-from toolcalls.keydir_models import AgentKey, DeviceKey
+from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.keydir_services import MAX_DEVICE_KEYS
 from toolcalls.sdk import KeyPair, statements
 from toolcalls.sdk.wire import b64encode
@@ -145,7 +145,7 @@ def test_only_that_agents_own_key_may_publish_its_keys(alice_api: APIClient, mal
     for api in (alice_api, mallory_api, other_api):
         response = api.post(f"/agents/{agent.pk}/keys", public(), format="json")
         assert response.status_code == 403 and response.json()["error"]["code"] == "FORBIDDEN"
-    assert not AgentKey.objects.exists()
+    assert not RuntimeKey.objects.exists()
 
 
 def test_the_owner_lists_and_revokes_agent_keys_and_mallory_cannot(agent_api: APIClient, alice_api: APIClient,
