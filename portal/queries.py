@@ -37,7 +37,7 @@ class Connection:
 
     @property
     def needs_reconsent(self) -> bool:
-        return self.state.status == "reauth_required"
+        return self.state.status == Relation.Status.REAUTH_REQUIRED
 
 
 def owned_agent(*, user: Any, agent_id: Any) -> Agent | None:

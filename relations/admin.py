@@ -12,19 +12,12 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from agents.models import ManifestVersion
 from relations import services
 from relations.models import Relation
-from relations.selectors import relation_states
-
-
-def _needs_reauth() -> Q:
-    breaking_since = Exists(ManifestVersion.objects.filter(agent_id=OuterRef("agent_id"), breaking=True,
-                                                           version__gt=OuterRef("acknowledged_manifest_version")))
-    return Q(breaking_since) | Q(acknowledged_identity_resets__lt=F("agent__identity_resets"))
+from relations.selectors import relation_states, with_status
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -36,14 +29,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Relation]) -> QuerySet[Relation]:
         value = self.value()
-        if value == Relation.Status.REVOKED:
-            return queryset.filter(revoked_at__isnull=False)
-        live = queryset.filter(revoked_at__isnull=True)
-        if value == Relation.Status.REAUTH_REQUIRED:
-            return live.filter(_needs_reauth())
-        if value == Relation.Status.ACTIVE:
-            return live.exclude(_needs_reauth())
-        return queryset
+        return with_status(queryset, Relation.Status(value)) if value in Relation.Status.values else queryset
 
 
 class AgentStatusFilter(admin.ChoicesFieldListFilter):

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from hashee.api import IsUser, Pagination, json_body, validated
 from relations import selectors, services
+from relations.models import Relation
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 
@@ -32,7 +33,7 @@ class RelationOutput(serializers.Serializer):
     user = serializers.CharField()
     granted_scopes = serializers.ListField(child=serializers.CharField())
     pending_scopes = serializers.ListField(child=serializers.CharField())
-    status = serializers.ChoiceField(choices=["active", "reauth_required", "revoked"])
+    status = serializers.ChoiceField(choices=Relation.Status.values)
     acknowledged_manifest_version = serializers.IntegerField()
     acknowledged_manifest_hash = serializers.CharField(allow_null=True)
     current_manifest_version = serializers.IntegerField()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from agents.models import Agent, ManifestVersion
 from hashee import rows
@@ -100,7 +100,7 @@ def audience_summaries(*, agents: Iterable[Agent]) -> dict[Any, AudienceSummary]
                              history=history.get(agent_id, []), identity_reset=resets < by_id[agent_id].identity_resets)
         summary = summaries[agent_id]
         summary.users += n
-        summary.pending += n if state.status == "reauth_required" else 0
+        summary.pending += n if state.status == Relation.Status.REAUTH_REQUIRED else 0
         for scope in state.granted_scopes:
             summary.scopes.setdefault(scope, {"granted": 0, "pending": 0})["granted"] += n
         for scope in state.pending_scopes:
@@ -137,3 +137,17 @@ def relation_with_agent(*, relation_id: Any, agent_fields: tuple[str, ...] = MES
     relation, agent = found[0]
     relation.agent = agent
     return relation
+
+
+def _needs_reauth() -> Q:
+    breaking_since = Exists(ManifestVersion.objects.filter(agent_id=OuterRef("agent_id"), breaking=True,
+                                                           version__gt=OuterRef("acknowledged_manifest_version")))
+    return Q(breaking_since) | Q(acknowledged_identity_resets__lt=F("agent__identity_resets"))
+
+
+def with_status(relations: QuerySet[Relation], status: Relation.Status) -> QuerySet[Relation]:
+    """The relations whose ``derive_state`` status is ``status``, filtered in the database."""
+    if status == Relation.Status.REVOKED:
+        return relations.filter(revoked_at__isnull=False)
+    live = relations.filter(revoked_at__isnull=True)
+    return live.filter(_needs_reauth()) if status == Relation.Status.REAUTH_REQUIRED else live.exclude(_needs_reauth())

@@ -3,7 +3,9 @@
 A breaking version after the one the user acknowledged puts the relation in
 ``reauth_required``; its re-consent scopes are pending; raised or escalated scopes are
 withheld from the grants until the user consents again (deny by default); scopes
-removed since then are pruned. Versions are immutable, so this is a pure function.
+removed since then are pruned. Versions are immutable, so this is a pure function. It is
+the one definition of a relation's status; ``relations.selectors.with_status`` says the
+same in SQL to filter lists (the admin), and a test holds the two together.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from relations.models import Relation
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class VersionEffects:
 
 @dataclass(frozen=True)
 class RelationState:
-    status: str
+    status: Relation.Status
     granted_scopes: list[str]
     pending_scopes: list[str]
 
@@ -38,14 +42,15 @@ def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, de
     """
     granted = list(dict.fromkeys(granted))
     if revoked:
-        return RelationState("revoked", granted, [])
+        return RelationState(Relation.Status.REVOKED, granted, [])
     later = [v for v in history if v.version > acknowledged]
     breaking = [v for v in later if v.breaking]
     withheld = {s for v in breaking for s in v.withheld_scopes}
     removed = {s for v in later for s in v.removed_scopes}
     pending = sorted({s for v in breaking for s in v.scopes_requiring_reauth} & declared)
     effective = [s for s in granted if s in declared and s not in withheld and s not in removed]
-    return RelationState("reauth_required" if breaking or identity_reset else "active", effective, pending)
+    status = Relation.Status.REAUTH_REQUIRED if breaking or identity_reset else Relation.Status.ACTIVE
+    return RelationState(status, effective, pending)
 
 
 def effects_of(version: Any) -> VersionEffects:
