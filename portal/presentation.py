@@ -46,6 +46,7 @@ RULE_TEXT: dict[str, Any] = {
     "TOOL_SCOPE_CHANGED": _("Tool moved to another scope"),
     "TOOL_TIMEOUT_CHANGED": _("Tool timeout changed"),
     "TOOL_REQUIRED_CHANGED": _("Tool required flag changed"),
+    "TOOL_OUTPUT_SCHEMA_CHANGED": _("Tool result format changed"),
     "TEXT_CHANGED": _("Text changed"),
     "AGENT_VERSION_CHANGED": _("Agent version changed"),
     "FLAG_ADDED": _("Capability turned on"),

@@ -101,6 +101,10 @@ PATTERNS: list[tuple[str, re.Pattern[str], Any]] = [
      _('input_schema must be a JSON object: a JSON Schema with "type": "object".')),
     ("INPUT_SCHEMA_NOT_OBJECT", _pattern(r'input_schema must have "type": "object" at its top level\.'),
      _('input_schema must have "type": "object" at its top level.')),
+    ("INVALID_TYPE", _pattern(r'output_schema must be a JSON object: a JSON Schema with "type": "object"\.'),
+     _('output_schema must be a JSON object: a JSON Schema with "type": "object".')),
+    ("INPUT_SCHEMA_NOT_OBJECT", _pattern(r'output_schema must have "type": "object" at its top level\.'),
+     _('output_schema must have "type": "object" at its top level.')),
     ("INPUT_SCHEMA_NOT_CLOSED", _pattern(r'input_schema must have "additionalProperties": false at its top level\.'),
      _('input_schema must have "additionalProperties": false at its top level.')),
 ]

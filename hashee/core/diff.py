@@ -9,6 +9,9 @@ Decisions the SPEC's table leaves open:
 
 * A tool's ``required`` flag changing is ``TOOL_REQUIRED_CHANGED``, not breaking: it asks
   for no new permission and the tool accepts the same arguments.
+* A tool's ``output_schema`` added, removed or changed in any way is one
+  ``TOOL_OUTPUT_SCHEMA_CHANGED`` record with the whole schemas (SPEC §10.4): the result's
+  shape asks the user for no permission, so it is never breaking and never classified.
 * ``additionalProperties`` that is (or becomes) a schema is compared as a sub-schema, with
   true/absent read as ``{}``; true → ``{"type": "string"}`` is therefore
   ``SCHEMA_TYPE_CHANGED`` at ``…/additionalProperties/type``. Only a change to or from
@@ -227,6 +230,7 @@ class _Sides:
             *self._scope_move(name, path, old, new),
             *_text_changes(old, new, _TOOL_TEXT, path, tool=name, scope=scope),
             *_setting_changes(name, path, old, new, scope),
+            *_output_schema_changes(name, path, old, new, scope),
             *_input_schema_changes(name, path, old.get("input_schema"), new.get("input_schema"), scope, self.budget),
         ]
 
@@ -255,6 +259,15 @@ def _setting_changes(
             _record(Rule.TOOL_REQUIRED_CHANGED, f"{path}/required", required_old, required_new, tool=name, scope=scope)
         )
     return changes
+
+
+def _output_schema_changes(
+    name: str, path: str, old: Mapping[str, Any], new: Mapping[str, Any], scope: str | None
+) -> list[dict[str, Any]]:
+    before, after = old.get("output_schema"), new.get("output_schema")
+    if json_equal(before, after):
+        return []
+    return [_record(Rule.TOOL_OUTPUT_SCHEMA_CHANGED, f"{path}/output_schema", before, after, tool=name, scope=scope)]
 
 
 def _input_schema_changes(

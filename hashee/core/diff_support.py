@@ -17,7 +17,7 @@ Path = tuple[Segment, ...]
 
 
 class Rule(StrEnum):
-    """The rules of SPEC §4, plus TOOL_REQUIRED_CHANGED."""
+    """The rules of SPEC §4 and §10.4, plus TOOL_REQUIRED_CHANGED."""
 
     SCOPE_ADDED = "SCOPE_ADDED"
     SCOPE_REMOVED = "SCOPE_REMOVED"
@@ -29,6 +29,7 @@ class Rule(StrEnum):
     TOOL_SCOPE_CHANGED = "TOOL_SCOPE_CHANGED"
     TOOL_TIMEOUT_CHANGED = "TOOL_TIMEOUT_CHANGED"
     TOOL_REQUIRED_CHANGED = "TOOL_REQUIRED_CHANGED"
+    TOOL_OUTPUT_SCHEMA_CHANGED = "TOOL_OUTPUT_SCHEMA_CHANGED"
     TEXT_CHANGED = "TEXT_CHANGED"
     AGENT_VERSION_CHANGED = "AGENT_VERSION_CHANGED"
     FLAG_ADDED = "FLAG_ADDED"
@@ -60,6 +61,7 @@ BREAKING: Final[dict[Rule, bool]] = {
     Rule.TOOL_SCOPE_CHANGED: False,
     Rule.TOOL_TIMEOUT_CHANGED: False,
     Rule.TOOL_REQUIRED_CHANGED: False,
+    Rule.TOOL_OUTPUT_SCHEMA_CHANGED: False,  # a result's shape asks the user for nothing
     Rule.TEXT_CHANGED: False,
     Rule.AGENT_VERSION_CHANGED: False,
     Rule.FLAG_ADDED: False,

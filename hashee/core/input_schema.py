@@ -1,4 +1,5 @@
-"""Checks of a tool's ``input_schema`` (SPEC §3 rule 5), without any network access.
+"""Checks of a tool's ``input_schema`` (SPEC §3 rule 5) and ``output_schema`` (SPEC §10.4),
+without any network access.
 
 The stock Draft 2020-12 meta-schema is seven vocabulary documents joined by
 ``$dynamicRef``; jsonschema resolves those dynamically for every subschema, which makes
@@ -41,15 +42,25 @@ _MESSAGE_LIMIT = 300
 
 def check_input_schema(schema: Any, path: str, report: ReportError) -> None:
     """Report every SPEC §3 rule-5 violation of ``schema`` (found at ``path``)."""
+    _check_object_schema(schema, "input_schema", path, report, closed=True)
+
+
+def check_output_schema(schema: Any, path: str, report: ReportError) -> None:
+    """Report every SPEC §10.4 violation of ``schema`` (found at ``path``): the rules and codes
+    of an ``input_schema``, except that a result object may stay open."""
+    _check_object_schema(schema, "output_schema", path, report, closed=False)
+
+
+def _check_object_schema(schema: Any, member: str, path: str, report: ReportError, *, closed: bool) -> None:
     if not isinstance(schema, dict):
-        report(path, "INVALID_TYPE", 'input_schema must be a JSON object: a JSON Schema with "type": "object".')
+        report(path, "INVALID_TYPE", f'{member} must be a JSON object: a JSON Schema with "type": "object".')
         return
     for relative, message in meta_schema_errors(schema):
         report(path + relative, "INVALID_JSON_SCHEMA", message)
     if schema.get("type") != "object":
-        report(f"{path}/type", "INPUT_SCHEMA_NOT_OBJECT", 'input_schema must have "type": "object" at its top level.')
-    if schema.get("additionalProperties") is not False:
-        message = 'input_schema must have "additionalProperties": false at its top level.'
+        report(f"{path}/type", "INPUT_SCHEMA_NOT_OBJECT", f'{member} must have "type": "object" at its top level.')
+    if closed and schema.get("additionalProperties") is not False:
+        message = f'{member} must have "additionalProperties": false at its top level.'
         report(f"{path}/additionalProperties", "INPUT_SCHEMA_NOT_CLOSED", message)
     _RefChecker(path, report).check(schema)
 

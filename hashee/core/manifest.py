@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hashee.core.canonical import CanonicalizationError, canonicalize, pointer_token, sha256_hex
-from hashee.core.input_schema import check_input_schema
+from hashee.core.input_schema import check_input_schema, check_output_schema
 
 MANIFEST_MAX_BYTES = 131072
 MANIFEST_WARN_BYTES = 65536
@@ -58,6 +58,7 @@ TOOL_KEYS = (
     "description_i18n_key",
     "description_fallback",
     "input_schema",
+    "output_schema",
     "permission_scope",
     "timeout_ms",
     "required",
@@ -332,6 +333,8 @@ def _check_tools(manifest: dict[str, Any], declared: set[str], report: _Report) 
         _check_texts(tool, path, ("description_i18n_key",), report)
         if "input_schema" in tool:
             check_input_schema(tool["input_schema"], f"{path}/input_schema", report.error)
+        if "output_schema" in tool:  # SPEC §10.4
+            check_output_schema(tool["output_schema"], f"{path}/output_schema", report.error)
         scope = _string_member(tool, "permission_scope", path, report)
         if scope is not None:
             used.add(scope)

@@ -29,7 +29,7 @@ _SCHEMA_DESCRIPTION = (
     "A Hashee agent's capability manifest (SPEC §3). This schema encodes every rule a JSON Schema "
     "can express. The server (POST /manifests/validate, or python manage.py manifest validate) also "
     "checks: tool names and scope ids are unique; each tool's permission_scope is one of "
-    "permission_scopes[].id; each input_schema is a valid JSON Schema Draft 2020-12 (meta-schema) whose "
+    "permission_scopes[].id; each input_schema and output_schema is a valid JSON Schema Draft 2020-12 (meta-schema) whose "
     "$ref and $dynamicRef values are local (start with #) and resolve, with no $id that re-bases it on "
     "another resource; the RFC 8785 canonical form is at most 131072 bytes (a warning from 65536). "
     "It warns, and never refuses, about an empty fallback text, one over 500 characters, and an i18n "
@@ -66,6 +66,14 @@ def _tool_json_schema() -> dict[str, Any]:
                 "type": "object",
                 "required": ["type", "additionalProperties"],
                 "properties": {"type": {"const": "object"}, "additionalProperties": {"const": False}},
+            },
+            "output_schema": {
+                "title": "Result schema",
+                "description": "A JSON Schema Draft 2020-12 of the tool's result: an object, local $refs only. "
+                "The user's client checks each result against it before answering, the agent SDK on receipt.",
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"const": "object"}},
             },
             "permission_scope": {
                 "title": "Scope the tool needs",

@@ -92,6 +92,7 @@ def validator(schema: Any) -> Draft202012Validator:
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
+RESULT: dict[str, Any] = {"type": "object", "properties": {"text": STR}}
 TREE_DEFS: dict[str, Any] = {
     "node": {
         "type": "object",
@@ -457,6 +458,16 @@ MANIFEST_CASES: list[tuple[str, dict[str, Any], dict[str, Any], Expected]] = [
     ("tool_required_changed", make_manifest(), make_manifest(tools=[tool(required=True)]),
      [("TOOL_REQUIRED_CHANGED", "/tools/read_file/required", False)]),
     ("tool_required_default_applied", make_manifest(), make_manifest(tools=[tool(required=False)]), []),
+    # SPEC §10.4: a result's shape asks for no permission, whatever the change.
+    ("output_schema_added", make_manifest(), make_manifest(tools=[tool(output_schema=RESULT)]),
+     [("TOOL_OUTPUT_SCHEMA_CHANGED", "/tools/read_file/output_schema", False)]),
+    ("output_schema_removed", make_manifest(tools=[tool(output_schema=RESULT)]), make_manifest(),
+     [("TOOL_OUTPUT_SCHEMA_CHANGED", "/tools/read_file/output_schema", False)]),
+    ("output_schema_narrowed", make_manifest(tools=[tool(output_schema=RESULT)]),
+     make_manifest(tools=[tool(output_schema=obj(["text"], closed=True, text=STR))]),
+     [("TOOL_OUTPUT_SCHEMA_CHANGED", "/tools/read_file/output_schema", False)]),
+    ("output_schema_same_meaning", make_manifest(tools=[tool(output_schema=obj(text={"maxLength": 1}))]),
+     make_manifest(tools=[tool(output_schema=obj(text={"maxLength": 1.0}))]), []),
     ("tool_text_changed", make_manifest(),
      make_manifest(tools=[tool(description_i18n_key="agent.cap.read.v2", description_fallback="Read a file")]),
      [("TEXT_CHANGED", "/tools/read_file/description_i18n_key", False),
@@ -552,6 +563,8 @@ REAUTH_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
     ("tool_removed", make_manifest(tools=[tool(), tool("list_dir")]), make_manifest(), []),
     ("scope_removed", make_manifest(scopes=[scope(), scope("clipboard:read", "high")]), make_manifest(), []),
     ("widened_schema", with_schema(root(["path"], path=STR)), with_schema(root(path=STR)), []),
+    ("output_schema_changed", make_manifest(tools=[tool(output_schema=RESULT)]),
+     make_manifest(tools=[tool(output_schema=obj(["text"], text=INT))]), []),
     ("several_at_once_sorted_unique",
      make_manifest(scopes=[scope(sensitivity="low")]),
      make_manifest(tools=[tool(input_schema=root(["path"], path=STR))],

@@ -21,8 +21,10 @@ from django.utils import timezone
 
 from agents import services as agent_services
 from agents.models import Agent
+from hashee.core.diff_support import Rule
 from hashee.core.manifest import validate_manifest
 from portal.activity import describe
+from portal.presentation import RULE_TEXT
 from portal.problems import problem_message
 from portal.templatetags.portal_tags import ago
 from relations import services as relation_services
@@ -107,6 +109,8 @@ def broken_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
     broken["tools"][0].update(name="Read File", timeout_ms=0, required="yes", permission_scope="nope:nope")
     broken["tools"][1].update(name="read_file", description_i18n_key="Bad Key", description_fallback="")
     broken["tools"][1]["input_schema"] = {"type": "string"}
+    broken["tools"][0]["output_schema"] = {"type": "array"}
+    broken["tools"][1]["output_schema"] = []
     broken["permission_scopes"].append({"id": "hashee:x", "sensitivity": "extreme"})
     broken["permission_scopes"].append({"id": "filesystem:read", "sensitivity": "low"})
     broken["capability_flags"] = {"supports_voice": "no"}
@@ -123,3 +127,12 @@ def test_every_problem_of_a_broken_manifest_reads_in_simplified_chinese(manifest
         texts = [problem_message(i.code, i.message) for i in issues]
     english = [t for t in texts if any(word in t for word in (" must ", " is ", " the ", " not "))]
     assert english == [], json.dumps(english, ensure_ascii=False, indent=1)
+
+
+def test_every_kind_of_change_owners_and_users_see_has_a_name_in_simplified_chinese() -> None:
+    from django.utils import translation
+
+    assert set(RULE_TEXT) == {rule.value for rule in Rule}
+    with translation.override("zh-hans"):
+        untranslated = [rule for rule, text in RULE_TEXT.items() if str(text).isascii()]
+    assert untranslated == []

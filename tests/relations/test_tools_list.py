@@ -140,3 +140,21 @@ def test_an_unknown_format_is_a_validation_error_naming_the_parameter(bob_api: A
     error = response.json()["error"]
     assert error["code"] == "VALIDATION_ERROR"
     assert [(d["path"], d["code"]) for d in error["details"]] == [("/format", "INVALID_VALUE")]
+
+
+def test_the_mcp_list_carries_a_tools_output_schema_and_the_other_formats_do_not(
+        alice: User, bob: User, bob_api: APIClient, manifest: dict[str, Any]) -> None:
+    result_schema = {"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}
+    manifest["tools"][0]["output_schema"] = result_schema
+    agent = agent_services.agent_create(owner=alice, name="Typed", capability_manifest=manifest)[0]
+    relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
+
+    body = tools_of(bob_api, relation, "?format=mcp").json()
+
+    assert body["tools"] == [{"name": "read_file", "description": "Read a file you choose from this device",
+                              "inputSchema": READ_FILE_SCHEMA, "outputSchema": result_schema}]
+    parsed = mcp.types.ListToolsResult.model_validate(body)  # the official SDK reads it as its outputSchema
+    assert parsed.tools[0].output_schema == result_schema
+    assert parsed.model_dump(by_alias=True, exclude_none=True, mode="json")["tools"] == body["tools"]
+    assert "output_schema" not in str(tools_of(bob_api, relation, "?format=openai").json())
+    assert "output_schema" not in str(tools_of(bob_api, relation, "?format=anthropic").json())

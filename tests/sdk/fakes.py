@@ -49,6 +49,16 @@ def manifest() -> dict[str, Any]:
     return copy.deepcopy(MANIFEST)
 
 
+NOTIFY_RESULT: dict[str, Any] = {"type": "object", "properties": {"shown": {"type": "boolean"}}, "required": ["shown"]}
+
+
+def typed_manifest() -> dict[str, Any]:
+    """The manifest with notify's result declared (SPEC §10.4): ``{"shown": <boolean>}``."""
+    typed = manifest()
+    typed["tools"][1]["output_schema"] = copy.deepcopy(NOTIFY_RESULT)
+    return typed
+
+
 class FakeServer:
     """Routes the few endpoints the SDK uses; messages become ``message.new`` frames."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from tests.sdk.fakes import AGENT_ID, MANIFEST_HASH, RELATION_ID, FakeServer, manifest
+from tests.sdk.fakes import AGENT_ID, MANIFEST_HASH, RELATION_ID, FakeServer, manifest, typed_manifest
 from tests.sdk.test_client import Clock, Handlers, Prompt, make_client
 from toolcalls.sdk import (
     AgentRuntime,
@@ -21,6 +21,7 @@ from toolcalls.sdk import (
     NoRecipientKey,
     RateLimited,
     Recipient,
+    ResultInvalid,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
@@ -260,6 +261,39 @@ async def call_and_answer(world: World, response: dict[str, Any], *, device_id: 
                                                      device_id=device_id))
     await world.agent.handle_frame(answer_frame(world, await waiting(world), response, **frame_options))
     return await task
+
+
+def typed_world() -> World:
+    """DemoBot publishes notify's result schema ({"shown": <boolean>}) and calls under it."""
+    world = World()
+    world.server.versions = [typed_manifest()]
+    world.agent = AgentRuntime(transport=world.server.transport("agent"), agent_id=AGENT_ID,
+                               keys=world.agent_keys, manifest=typed_manifest(), clock=world.clock)
+    return world
+
+
+def test_a_device_answering_a_result_that_breaks_the_output_schema_is_refused() -> None:
+    world = typed_world()  # bob's device lies: it signs a result its own check would refuse
+
+    with pytest.raises(ResultInvalid) as raised:
+        run(call_and_answer(world, {"status": "ok", "result": {"shown": "/home/bob/diary.txt"}}))
+
+    assert raised.value.tool_name == "notify" and raised.value.call_id.startswith("call_")
+    assert [(d["path"], d["code"]) for d in raised.value.details] == [("/result/shown", "INVALID_TYPE")]
+    assert "diary" not in f"{raised.value} {raised.value.details}"  # the result's values are masked
+    assert world.agent.pending_calls == 0
+
+
+def test_results_that_conform_and_answers_that_are_not_ok_pass_the_output_schema() -> None:
+    world = typed_world()
+
+    through_the_client = run(world.round_trip("notify", {"title": "hi"}))
+    extra_member = run(call_and_answer(world, {"status": "ok", "result": {"shown": False, "at": 3}}))
+    denied = run(call_and_answer(world, {"status": "denied", "reason": "user_refused"}))
+
+    assert through_the_client.unwrap() == {"shown": True}
+    assert extra_member.unwrap() == {"shown": False, "at": 3}
+    assert (denied.status, denied.reason) == ("denied", "user_refused")
 
 
 def test_user_rejected_is_read_as_user_refused() -> None:

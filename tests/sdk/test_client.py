@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from tests.sdk.fakes import AGENT_ID, AGENT_NAME, MANIFEST_HASH, RELATION_ID, FakeServer
+from hashee.core.canonical import canonical_hash
+from tests.sdk.fakes import AGENT_ID, AGENT_NAME, MANIFEST_HASH, RELATION_ID, FakeServer, typed_manifest
 from toolcalls.sdk import KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
 from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode, reply_key_id
 
@@ -244,6 +245,23 @@ def test_a_result_that_is_not_json_is_a_platform_error() -> None:
     responses = answer(make_client(handlers={"notify": lambda arguments: {"when": object()}}), tool_call("notify"))
 
     assert statuses(responses) == [("error", "TOOL_PLATFORM_ERROR")]
+
+
+def test_a_result_that_breaks_the_tools_output_schema_is_a_platform_error_and_audited() -> None:
+    server = FakeServer()
+    server.versions = [typed_manifest()]  # notify returns {"shown": <boolean>}
+    results = iter([{"shown": True, "extra": 1}, {"shown": "yes", "path": "/home/bob/diary.txt"}, ["shown"]])
+    client = make_client(server, handlers={"notify": lambda arguments: next(results)})
+    digest = canonical_hash(server.manifest)
+
+    responses = answer(client, *(tool_call("notify", f"c{n}", manifest_hash=digest) for n in (1, 2, 3)))
+
+    assert responses == [
+        {"subtype": "tool_response", "call_id": "c1", "status": "ok", "result": {"shown": True, "extra": 1}},
+        {"subtype": "tool_response", "call_id": "c2", "status": "error", "reason": "TOOL_PLATFORM_ERROR"},
+        {"subtype": "tool_response", "call_id": "c3", "status": "error", "reason": "TOOL_PLATFORM_ERROR"}]
+    assert [(e.call_id, e.status, e.reason) for e in client.audit.entries()] == [
+        ("c1", "ok", None), ("c2", "error", "TOOL_PLATFORM_ERROR"), ("c3", "error", "TOOL_PLATFORM_ERROR")]
 
 
 def test_a_group_conversation_runs_nothing() -> None:

@@ -104,7 +104,7 @@ def test_validators_are_compiled_once_per_manifest_hash() -> None:
     again = compile_manifest(manifest())
 
     assert again is first
-    assert first.tools["read_file"].validator is contract._VALIDATORS[(first.hash, "read_file")]
+    assert first.tools["read_file"].validator is contract._VALIDATORS[(first.hash, "read_file", "input_schema")]
 
 
 def test_defaults_apply_to_the_compiled_tools() -> None:

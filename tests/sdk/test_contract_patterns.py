@@ -79,3 +79,28 @@ def test_a_manifest_with_too_many_patterns_refuses_calls_to_its_tools_that_have_
     assert decision_of(agent_manifest, "read_file", "filesystem:read", {"path": "notes.txt"})[:2] == (
         "error", "TOOL_PLATFORM_ERROR")
     assert decision_of(agent_manifest, "notify", "notification:send", {"title": "hi"})[0] == "run"
+
+
+def with_content_pattern(pattern: str) -> dict[str, Any]:
+    agent_manifest = manifest()
+    agent_manifest["tools"][0]["output_schema"] = {
+        "type": "object", "properties": {"content": {"type": "string", "pattern": pattern}}}
+    return agent_manifest
+
+
+def result_conforms(agent_manifest: dict[str, Any], result: Any) -> bool:
+    output = compile_manifest(agent_manifest).tools["read_file"].output
+    assert output is not None
+    return bool(output.is_valid(result))
+
+
+def test_a_result_a_pattern_cannot_decide_within_its_limit_does_not_conform() -> None:
+    agent_manifest = with_content_pattern(BACKREFERENCE)
+
+    assert in_child(result_conforms, agent_manifest, {"content": "a" * 60}) is False
+    assert in_child(result_conforms, agent_manifest, {"content": "aab"}) is True
+
+
+def test_a_result_pattern_too_large_to_check_quickly_leaves_its_tool_refusing_calls() -> None:
+    # A result that could not be checked is never produced: the tool does not run at all.
+    assert read_file(with_content_pattern("[^x]{3000}y"), path="notes.txt")[:2] == ("error", "TOOL_PLATFORM_ERROR")

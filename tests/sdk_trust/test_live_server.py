@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from relations import services as relation_services
 from relations.models import Relation
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, settle_relation
 from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolResult, UserClient, seal
+from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ResultInvalid, ToolResult, UserClient, seal
+from toolcalls.sdk.contract import CompiledTool
 from toolcalls.sdk.rest import send_message
 from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
 
@@ -130,6 +132,34 @@ def test_issue_c_a_call_replayed_to_a_restarted_client_runs_once(live: Live) -> 
 
     assert live.ran == [{"path": "notes.txt"}]
     assert [e.reason for e in restarted.audit.entries() if e.status == "refused"] == ["call_replayed"] * 2
+
+
+class ClientThatSkipsTheResultCheck(UserClient):
+    """bob's device, tampered with: it answers whatever its handler returns (SPEC §10.4's
+    check removed), signed with the device's own trusted key."""
+
+    async def _execute(self, call_id: str, tool: CompiledTool, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await super()._execute(call_id, dataclasses.replace(tool, output=None), arguments)
+
+
+def test_a_result_that_breaks_the_output_schema_never_reaches_the_agent_on_the_real_server(
+        alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> None:
+    manifest["tools"][0]["output_schema"] = {"type": "object", "required": ["content"],
+                                             "properties": {"content": {"type": "string", "maxLength": 4}}}
+    live = Live(alice, bob, manifest, tmp_path)
+    runtime = live.runtime(manifest)
+
+    honest = run(lambda: live.call(runtime, "read_file", {"path": "/etc/passwd"}))
+    live.client = ClientThatSkipsTheResultCheck(
+        transport=live.user_side, keys=live.device, device_id="laptop", prompt=live.approver,
+        handlers={"read_file": live.read_file}, audit=AuditLog(tmp_path / "tampered.sqlite3"))
+    with pytest.raises(ResultInvalid) as refused:
+        run(lambda: live.call(runtime, "read_file", {"path": "/etc/passwd"}))
+
+    assert (honest.status, honest.reason) == ("error", "TOOL_PLATFORM_ERROR")
+    assert [(d["path"], d["code"]) for d in refused.value.details] == [("/result/content", "TOO_LONG")]
+    assert "root" not in f"{refused.value} {refused.value.details}"
+    assert len(live.ran) == 2  # both devices ran the tool; neither result reached the agent
 
 
 def _first_call_payload() -> Any:

@@ -27,8 +27,8 @@ Agent runtime::
     text = result.unwrap()                         # ToolCallFailed if denied or error
 
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
-ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ApiError, and the EnvelopeError
-family for refused envelopes.
+ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ResultInvalid (a result that breaks
+the tool's output_schema), ApiError, and the EnvelopeError family for refused envelopes.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from toolcalls.sdk.errors import (
     ManifestUnverified,
     NoRecipientKey,
     RateLimited,
+    ResultInvalid,
     SdkError,
     ToolCallFailed,
     ToolCallTimeout,
@@ -75,7 +76,7 @@ __all__ = [
     "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "LocalStore", "MalformedEnvelope",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "OpenedCopy",
     "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView",
-    "SdkError", "SensitivityPolicy", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult",
+    "ResultInvalid", "SdkError", "SensitivityPolicy", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult",
     "Transport", "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext",
     "WrongRecipient", "compile_manifest", "decide", "open_copy", "seal",
 ]

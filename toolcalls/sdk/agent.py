@@ -10,7 +10,9 @@ fresh X25519 ``reply_key`` and an ``expires_at`` at most ``timeout_ms`` + 60 s a
 posts it as ``artifact_tool_call`` and waits — never past ``expires_at`` — for the first
 ``tool_response`` sealed to that reply key and signed by one of those devices, from the
 agent socket (``listen``/``handle_frame``), polling (``poll``) or a webhook
-(``handle_webhook``). Later answers are ignored. The reply key's private half is dropped
+(``handle_webhook``). Later answers are ignored. An ``ok`` answer whose result does not
+conform to the tool's ``output_schema`` in this (published) manifest is refused: the call
+raises :class:`ResultInvalid` (SPEC §10.4). The reply key's private half is dropped
 when the call resolves or times out, so a later theft of the runtime's keys opens no
 stored response. A 429 is raised at once as :class:`RateLimited` with ``retry_after``
 seconds; nothing is retried behind the caller's back.
@@ -41,6 +43,7 @@ from toolcalls.sdk.errors import (
     EnvelopeError,
     ManifestNotPublished,
     NoRecipientKey,
+    ResultInvalid,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
@@ -106,6 +109,7 @@ def _check_canonical(name: str, arguments: Any) -> None:
 class _Pending:
     call_id: str
     relation_id: str
+    tool: CompiledTool  # of the manifest the call names: its output_schema checks the result
     devices: dict[str, PublicKeys]  # the devices the call was sealed to: the only ones that may answer
     reply_key: PrivateKey
     future: asyncio.Future[ToolResult]
@@ -195,7 +199,7 @@ class AgentRuntime(FrameConsumer):
         """Call a tool on the user's devices and wait for the first verified answer.
 
         Raises ToolNotDeclared, ArgumentsInvalid, ManifestNotPublished, NoRecipientKey,
-        RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout."""
+        RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout, ResultInvalid."""
         relation_id = str(relation_id)
         tool = self.validate(name, arguments)
         _check_canonical(name, arguments)
@@ -211,7 +215,7 @@ class AgentRuntime(FrameConsumer):
                 "reply_key": wire.b64encode(bytes(reply_key.public_key)), "expires_at": now_ms + int(wait * 1000)}
         sealed = envelope.seal(call, sender=self.keys, recipients=[Recipient.of(d) for d in devices],
                                relation_id=relation_id, direction=wire.AGENT_TO_USER, now_ms=now_ms)
-        pending = _Pending(call_id, relation_id, {d.key_id: d for d in devices}, reply_key,
+        pending = _Pending(call_id, relation_id, tool, {d.key_id: d for d in devices}, reply_key,
                            asyncio.get_running_loop().create_future())
         reply_key_id = wire.reply_key_id(bytes(reply_key.public_key))
         self._pending[reply_key_id] = pending
@@ -303,7 +307,14 @@ class AgentRuntime(FrameConsumer):
         if relation_id != pending.relation_id or opened.artifact.get("call_id") != pending.call_id:
             logger.warning("tool_response for another relation or call ignored")
             return
-        pending.future.set_result(tool_result_from(opened.artifact, pending.call_id))
+        result = tool_result_from(opened.artifact, pending.call_id)
+        output = pending.tool.output
+        if result.ok and output is not None and not output.is_valid(result.result):
+            logger.warning("tool_response of %s refused: the result breaks its output_schema", pending.tool.name)
+            pending.future.set_exception(ResultInvalid(pending.call_id, pending.tool.name,
+                                                       list(output.details(result.result))))
+            return
+        pending.future.set_result(result)
 
     def _pending_for(self, payload: Any) -> tuple[str, _Pending] | None:
         try:

@@ -19,8 +19,9 @@ docs/wire-spec.md §4 "What a device checks":
    sensitivity (never below a preset scope's platform level, nor below the consented one)
    → the prompt (30 s, then ``user_timeout``; at most ``max_waiting_prompts`` waiting per
    agent, past which calls are answered ``user_timeout`` unasked) → the handler within the
-   declared ``timeout_ms`` → a ``tool_response`` sealed to the call's reply key → the local
-   audit log. Steps 1-3 answer nothing to the agent but are audited (status ``refused``,
+   declared ``timeout_ms`` → its result checked against the tool's ``output_schema`` (SPEC
+   §10.4; one that does not conform is ``error: TOOL_PLATFORM_ERROR``) → a ``tool_response``
+   sealed to the call's reply key → the local audit log. Steps 1-3 answer nothing to the agent but are audited (status ``refused``,
    reason ``untrusted_sender``, ``envelope_invalid``, ``call_malformed``, ``call_expired``,
    ``call_replayed``), so the user can see what was stopped.
 
@@ -459,6 +460,9 @@ class UserClient(FrameConsumer):
             return contract.response_error(call_id, "TOOL_PLATFORM_ERROR")
         if size > MAX_RESPONSE_BYTES:
             logger.warning("tool %s result too large (%d bytes)", tool.name, size)
+            return contract.response_error(call_id, "TOOL_PLATFORM_ERROR")
+        if tool.output is not None and not tool.output.is_valid(result):
+            logger.warning("tool %s result does not conform to its output_schema", tool.name)
             return contract.response_error(call_id, "TOOL_PLATFORM_ERROR")
         return contract.response_ok(call_id, result)
 

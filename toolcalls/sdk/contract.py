@@ -17,6 +17,10 @@ arguments it cannot decide within the limit fail (``TOOL_INVALID_ARGUMENTS``) ra
 run. A manifest with more distinct patterns than a device should compile gets no validator
 for its tools that have patterns (``TOOL_PLATFORM_ERROR``). Argument values never appear in
 details (they are masked).
+
+A tool's ``output_schema`` (SPEC §10.4) is compiled the same way (``CompiledTool.output``),
+for the client to check a handler's result before answering and the agent SDK on receipt;
+one that does not compile leaves its tool without a validator: it runs nothing.
 """
 
 from __future__ import annotations
@@ -58,26 +62,28 @@ class Decision:
 
 
 class ArgumentValidator:
-    """A compiled ``input_schema``: ``is_valid`` is the fast path, ``details`` explains."""
+    """A compiled ``input_schema`` (or ``output_schema``, rooted at ``/result``): ``is_valid``
+    is the fast path, ``details`` explains."""
 
-    def __init__(self, schema: Any, max_patterns: int = MAX_PATTERNS) -> None:
+    def __init__(self, schema: Any, max_patterns: int = MAX_PATTERNS, root: str = "/arguments") -> None:
         self._impl: Any = bounded_validator(schema, linear=False, mask=MASK, max_patterns=max_patterns)
         self.is_valid: Callable[[Any], bool] = self._impl.is_valid
+        self.root = root
 
     def details(self, instance: Any) -> tuple[dict[str, str], ...]:
-        """SPEC §2 details, pointers rooted at ``/arguments``."""
+        """SPEC §2 details, pointers rooted at ``/arguments`` (or ``/result``)."""
         errors = self._impl.iter_errors(instance)
-        found = [_detail(error) for _, error in zip(range(MAX_DETAILS), errors, strict=False)]
+        found = [_detail(error, self.root) for _, error in zip(range(MAX_DETAILS), errors, strict=False)]
         return tuple(sorted(found, key=lambda d: (d["path"], d["code"])))
 
 
-def _detail(error: Any) -> dict[str, str]:
+def _detail(error: Any, root: str) -> dict[str, str]:
     path = list(getattr(error, "instance_path", None) or getattr(error, "absolute_path", None) or ())
     keyword = str(getattr(error, "validator", None) or (list(error.schema_path) or ["?"])[-1])
     missing = _missing_property(error, keyword)
     if missing is not None:
         path.append(missing)
-    pointer = "/arguments" + "".join(f"/{pointer_token(str(token))}" for token in path)
+    pointer = root + "".join(f"/{pointer_token(str(token))}" for token in path)
     return {"path": pointer, "code": _DETAIL_CODES.get(keyword, "INVALID_VALUE"), "message": error.message}
 
 
@@ -99,6 +105,7 @@ class CompiledTool:
     timeout_ms: int
     validator: ArgumentValidator | None  # None: the schema did not compile (deny by default)
     description: str = ""  # the manifest's description_fallback, for the prompt
+    output: ArgumentValidator | None = None  # the compiled output_schema; None: none declared
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ class CompiledManifest:
 
 
 _MANIFESTS: dict[str, CompiledManifest] = {}
-_VALIDATORS: dict[tuple[str, str], ArgumentValidator | None] = {}
+_VALIDATORS: dict[tuple[str, str, str], ArgumentValidator | None] = {}  # (hash, tool, member)
 
 
 def compile_manifest(manifest: Mapping[str, Any]) -> CompiledManifest:
@@ -122,7 +129,8 @@ def compile_manifest(manifest: Mapping[str, Any]) -> CompiledManifest:
     filled = with_defaults(manifest)
     levels = {s.get("id"): s.get("sensitivity") for s in filled.get("permission_scopes", []) if isinstance(s, dict)}
     declared = [t for t in filled.get("tools", []) if isinstance(t, dict) and isinstance(t.get("name"), str)]
-    too_many = len(schema_patterns([t.get("input_schema") for t in declared])) > MAX_MANIFEST_PATTERNS
+    schemas = [t.get(member) for t in declared for member in ("input_schema", "output_schema")]
+    too_many = len(schema_patterns(schemas)) > MAX_MANIFEST_PATTERNS
     tools = {t["name"]: _compile_tool(digest, t, levels, 0 if too_many else MAX_PATTERNS) for t in declared}
     compiled = CompiledManifest(digest, tools)
     if len(_MANIFESTS) >= MAX_CACHED_MANIFESTS:
@@ -135,18 +143,22 @@ def compile_manifest(manifest: Mapping[str, Any]) -> CompiledManifest:
 def _compile_tool(digest: str, tool: dict[str, Any], levels: Mapping[Any, Any], max_patterns: int) -> CompiledTool:
     scope = str(tool.get("permission_scope", ""))
     sensitivity = levels.get(scope)
+    validator = _validator(digest, tool, "input_schema", max_patterns)
+    output = _validator(digest, tool, "output_schema", max_patterns) if "output_schema" in tool else None
+    if "output_schema" in tool and output is None:
+        validator = None  # a result that cannot be checked is never produced: the tool runs nothing
     return CompiledTool(name=tool["name"], scope=scope,
                         sensitivity=sensitivity if sensitivity in ("low", "medium") else "high",
-                        timeout_ms=int(tool.get("timeout_ms", 10000)),
-                        validator=_validator(digest, tool["name"], tool.get("input_schema"), max_patterns),
-                        description=str(tool.get("description_fallback") or ""))
+                        timeout_ms=int(tool.get("timeout_ms", 10000)), validator=validator,
+                        description=str(tool.get("description_fallback") or ""), output=output)
 
 
-def _validator(digest: str, name: str, schema: Any, max_patterns: int) -> ArgumentValidator | None:
-    key = (digest, name)
+def _validator(digest: str, tool: dict[str, Any], member: str, max_patterns: int) -> ArgumentValidator | None:
+    key = (digest, tool["name"], member)
     if key not in _VALIDATORS:
+        root = "/result" if member == "output_schema" else "/arguments"
         try:
-            _VALIDATORS[key] = ArgumentValidator(schema, max_patterns)
+            _VALIDATORS[key] = ArgumentValidator(tool.get(member), max_patterns, root)
         except Exception:  # a schema that does not compile validates nothing
             _VALIDATORS[key] = None
     return _VALIDATORS[key]

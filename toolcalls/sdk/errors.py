@@ -157,6 +157,19 @@ class ToolCallFailed(SdkError):
         self.details = details
 
 
+class ResultInvalid(SdkError):
+    """An ``ok`` answer whose result does not conform to the tool's ``output_schema`` in the
+    manifest this runtime publishes (SPEC §10.4): refused, never handed to the caller.
+    ``details`` are SPEC §2 entries rooted at ``/result``, their values masked."""
+
+    def __init__(self, call_id: str, tool_name: str, details: list[dict[str, str]]) -> None:
+        super().__init__(f"{call_id}: the result of {tool_name} does not conform to its output_schema "
+                         f"({len(details)} problem(s))")
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.details = details
+
+
 class NoRecipientKey(SdkError):
     """The relation's other party has published no (trusted) key to encrypt to."""
 
