@@ -10,8 +10,8 @@ from django.db.models import Q
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ManifestVersion
+from eventlog.models import Event
 from hashee.core.canonical import canonical_hash
-from hashee.models import Event
 from relations.models import Relation
 
 pytestmark = pytest.mark.django_db
