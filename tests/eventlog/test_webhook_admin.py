@@ -11,7 +11,7 @@ from agents.models import Agent
 from eventlog.admin import HIDDEN_PAYLOAD
 from eventlog.webhook_models import WebhookDelivery
 from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
-from tests.hashee.conftest import Receiver
+from tests.eventlog.conftest import Receiver
 
 pytestmark = pytest.mark.django_db
 

@@ -21,7 +21,7 @@ from eventlog.models import Event
 from eventlog.webhook_models import WebhookDelivery
 from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from tests.conftest import client_for
-from tests.hashee.conftest import Received, Receiver
+from tests.eventlog.conftest import Received, Receiver
 
 pytestmark = pytest.mark.django_db
 

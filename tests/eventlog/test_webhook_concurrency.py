@@ -13,7 +13,7 @@ from django.db import connection
 from agents.models import Agent
 from eventlog.webhook_models import WebhookDelivery
 from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
-from tests.hashee.conftest import Receiver
+from tests.eventlog.conftest import Receiver
 
 pytestmark = [
     pytest.mark.postgres,

@@ -27,7 +27,7 @@ from agents.models import Agent
 from eventlog.webhook_models import WebhookDelivery
 from eventlog.webhooks import webhook_client, webhook_deliver_due, webhook_enqueue
 from hashee.errors import HasheeError
-from tests.hashee.conftest import Receiver, _handler
+from tests.eventlog.conftest import Receiver, _handler
 
 pytestmark = pytest.mark.django_db
 

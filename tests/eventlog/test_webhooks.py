@@ -29,7 +29,7 @@ from eventlog.webhooks import (
     webhook_redeliver,
     webhook_sign,
 )
-from tests.hashee.conftest import Receiver
+from tests.eventlog.conftest import Receiver
 
 pytestmark = pytest.mark.django_db
 
