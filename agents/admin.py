@@ -17,10 +17,10 @@ from django.utils.html import format_html, format_html_join
 from agents import selectors, services
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import PRESET_SCOPES
 from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")

@@ -17,12 +17,12 @@ from agents.identity import SignatureCheck, manifest_signature_check
 from agents.models import Agent, ManifestVersion
 from hashee import metrics
 from hashee.access import sockets_close
-from hashee.core.diff import DiffResult, diff_manifests
-from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
-from hashee.core.versions import version_bump_warnings
 from hashee.errors import HasheeError
 from hashee.events import event_emit
 from hashee.webhooks import webhook_url_check
+from hashee_sdk.core.diff import DiffResult, diff_manifests
+from hashee_sdk.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee_sdk.core.versions import version_bump_warnings
 
 logger = logging.getLogger(__name__)
 telemetry = logging.getLogger("hashee.telemetry")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from agents.api import _IF_MATCH
-from hashee.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
-from hashee.core.manifest_jsonschema import build_manifest_json_schema
 from hashee.events_api import MAX_LIMIT as EVENTS_MAX_LIMIT
 from hashee.tokens import SCOPES
+from hashee_sdk.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
+from hashee_sdk.core.manifest_jsonschema import build_manifest_json_schema
 from toolcalls.idempotency import MAX_KEY_LENGTH
 
 MANIFEST = "CapabilityManifest"

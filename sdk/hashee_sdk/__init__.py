@@ -33,13 +33,13 @@ family for refused envelopes.
 
 from __future__ import annotations
 
-from toolcalls.sdk.agent import AgentRuntime, ToolResult
-from toolcalls.sdk.audit import AuditEntry, AuditLog
-from toolcalls.sdk.client import PromptRequest, UserClient
-from toolcalls.sdk.contract import CompiledManifest, Decision, compile_manifest, decide
-from toolcalls.sdk.crypto import KeyPair, PublicKeys
-from toolcalls.sdk.envelope import OpenedCopy, Recipient, open_copy, seal
-from toolcalls.sdk.errors import (
+from hashee_sdk.agent import AgentRuntime, ToolResult
+from hashee_sdk.audit import AuditEntry, AuditLog
+from hashee_sdk.client import PromptRequest, UserClient
+from hashee_sdk.contract import CompiledManifest, Decision, compile_manifest, decide
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
+from hashee_sdk.errors import (
     ApiError,
     ArgumentsInvalid,
     BadSignature,
@@ -62,12 +62,12 @@ from toolcalls.sdk.errors import (
     WrongContext,
     WrongRecipient,
 )
-from toolcalls.sdk.keys import KeyDirectory, RelationKeys
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
-from toolcalls.sdk.rest import HttpResponse, HttpxTransport, Transport
-from toolcalls.sdk.store import LocalStore
-from toolcalls.sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
-from toolcalls.sdk.views import RelationView
+from hashee_sdk.keys import KeyDirectory, RelationKeys
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
+from hashee_sdk.views import RelationView
 
 __all__ = [
     "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature", "CallExpired",

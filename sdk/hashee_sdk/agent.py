@@ -29,13 +29,13 @@ from typing import Any
 from nacl.public import PrivateKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from hashee.core import signing
-from hashee.core.canonical import CanonicalizationError, canonicalize
-from toolcalls.sdk import contract, envelope, statements, wire
-from toolcalls.sdk.contract import CompiledTool
-from toolcalls.sdk.crypto import KeyPair, PublicKeys
-from toolcalls.sdk.envelope import Recipient
-from toolcalls.sdk.errors import (
+from hashee_sdk import contract, envelope, statements, wire
+from hashee_sdk.contract import CompiledTool
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.envelope import Recipient
+from hashee_sdk.errors import (
     ApiError,
     ArgumentsInvalid,
     EnvelopeError,
@@ -47,12 +47,12 @@ from toolcalls.sdk.errors import (
     WebhookInvalid,
     WrongRecipient,
 )
-from toolcalls.sdk.events import FrameConsumer, listen
-from toolcalls.sdk.keys import KeyDirectory, root_device
-from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S
-from toolcalls.sdk.rest import Transport, call_api, send_message
-from toolcalls.sdk.store import LocalStore
-from toolcalls.sdk.trust import USER, KeyPins
+from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.keys import KeyDirectory, root_device
+from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
+from hashee_sdk.rest import Transport, call_api, send_message
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import USER, KeyPins
 
 logger = logging.getLogger(__name__)
 NETWORK_ALLOWANCE_S = 10.0

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hashee.core.canonical import CanonicalizationError, canonicalize
-from toolcalls.sdk.store import connect_private
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.store import connect_private
 
 RETENTION_S = 30 * 24 * 3600.0
 SECRET_BYTES = 32

@@ -5,7 +5,7 @@ docs/wire-spec.md §4 "What a device checks":
 
 1. the version 2 envelope: this device's own copy (none: not for this device, ignored
    silently), signed by a *trusted* agent key (pinned on first sight, see
-   :mod:`toolcalls.sdk.trust`) for this relation and direction;
+   :mod:`hashee_sdk.trust`) for this relation and direction;
 2. freshness: ``expires_at`` passed, or further ahead than ``timeout_ms`` + 60 s → dropped;
 3. the persistent replay record of ``(relation_id, call_id)`` (:class:`LocalStore`, SQLite:
    a restart replays nothing) → dropped;
@@ -38,28 +38,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hashee.core.canonical import canonicalize
-from hashee.core.manifest import MAX_TIMEOUT_MS
-from toolcalls.sdk import contract, envelope, wire
-from toolcalls.sdk.audit import AuditLog
-from toolcalls.sdk.contract import CompiledTool, Decision
-from toolcalls.sdk.crypto import KeyPair
-from toolcalls.sdk.envelope import OpenedCopy, Recipient
-from toolcalls.sdk.errors import (
+from hashee_sdk import contract, envelope, wire
+from hashee_sdk.audit import AuditLog
+from hashee_sdk.contract import CompiledTool, Decision
+from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
+from hashee_sdk.crypto import KeyPair
+from hashee_sdk.envelope import OpenedCopy, Recipient
+from hashee_sdk.errors import (
     ApiError,
     EnvelopeError,
     IdentityChanged,
     UnknownSender,
     WrongRecipient,
 )
-from toolcalls.sdk.events import FrameConsumer, listen
-from toolcalls.sdk.keys import KeyDirectory
-from toolcalls.sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
-from toolcalls.sdk.rest import Transport, send_message
-from toolcalls.sdk.runner import call_with_deadline
-from toolcalls.sdk.store import LocalStore
-from toolcalls.sdk.trust import AGENT, KeyPins
-from toolcalls.sdk.views import RelationView, RelationViews
+from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.keys import KeyDirectory
+from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
+from hashee_sdk.rest import Transport, send_message
+from hashee_sdk.runner import call_with_deadline
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import AGENT, KeyPins
+from hashee_sdk.views import RelationView, RelationViews
 
 logger = logging.getLogger(__name__)
 ToolHandler = Callable[[dict[str, Any]], Any]

@@ -2,7 +2,7 @@
 manifests: the version the user acknowledged and the current one.
 
 * **Pending scopes**: the relation's ``pending_scopes`` as the server states them, *plus*
-  the scopes the diff engine (``hashee.core.diff``, the server's own rule table) finds
+  the scopes the diff engine (``hashee_sdk.core.diff``, the server's own rule table) finds
   changed in a breaking way between the two versions — a server that drops
   ``pending_scopes`` still gets ``denied: reauth_required``.
 * **Arguments**: valid under the ``input_schema`` the user consented to *and* the current
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import PRESET_SCOPES, SENSITIVITY_ORDER
-from toolcalls.sdk.contract import ArgumentValidator, CompiledManifest, CompiledTool, compile_manifest
+from hashee_sdk.contract import ArgumentValidator, CompiledManifest, CompiledTool, compile_manifest
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import PRESET_SCOPES, SENSITIVITY_ORDER
 
 logger = logging.getLogger(__name__)
 LEVELS = ("low", "medium", "high")

@@ -12,7 +12,7 @@
 
 Validators are compiled once per (manifest hash, tool) with jsonschema-rs (offline: no
 remote reference is ever fetched), whose patterns run in bounded work
-(:mod:`hashee.core.bounded_regex`): a malicious agent's pattern cannot hang the device, and
+(:mod:`hashee_sdk.core.bounded_regex`): a malicious agent's pattern cannot hang the device, and
 arguments it cannot decide within the limit fail (``TOOL_INVALID_ARGUMENTS``) rather than
 run. A manifest with more distinct patterns than a device should compile gets no validator
 for its tools that have patterns (``TOOL_PLATFORM_ERROR``). Argument values never appear in
@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from hashee.core.bounded_regex import MAX_PATTERNS, bounded_validator, schema_patterns
-from hashee.core.canonical import canonical_hash, pointer_token
-from hashee.core.manifest import with_defaults
 from hashee.errors import DENIAL_REASON_ALIASES, DENIAL_REASONS, TOOL_ERROR_CODES
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk.core.bounded_regex import MAX_PATTERNS, bounded_validator, schema_patterns
+from hashee_sdk.core.canonical import canonical_hash, pointer_token
+from hashee_sdk.core.manifest import with_defaults
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 
 DENIED, ERROR, RUN, PROMPT = "denied", "error", "run", "prompt"
 RESPONSE_STATUSES = ("ok", "error", "denied")

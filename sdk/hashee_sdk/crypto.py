@@ -1,6 +1,6 @@
 """Key pairs: an X25519 key (encryption) and an Ed25519 key (signatures), and their public
 halves as the key directory publishes them (docs/wire-spec.md §2). The envelope that uses
-them is :mod:`toolcalls.sdk.envelope`.
+them is :mod:`hashee_sdk.envelope`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
-from toolcalls.sdk import wire
-from toolcalls.sdk.errors import InvalidPublicKey
+from hashee_sdk import wire
+from hashee_sdk.errors import InvalidPublicKey
 
 SIGNATURE_BYTES = 64
 

@@ -5,7 +5,7 @@ long-term key of the sender ever encrypts, and a stolen one opens nothing stored
 carries, inside the ciphertext, the sender's Ed25519 signature over
 ``"hashee-envelope-v2\\n" + JCS(body)``, where the body binds the relation, the direction,
 both key ids and the ephemeral key. :func:`open_copy` refuses, with a typed
-:class:`~toolcalls.sdk.errors.EnvelopeError`, anything that is not for us, does not decrypt,
+:class:`~hashee_sdk.errors.EnvelopeError`, anything that is not for us, does not decrypt,
 is not signed by the expected key, is not canonical, or was signed for another context.
 """
 
@@ -21,10 +21,10 @@ import nacl.utils
 from nacl.public import Box, PrivateKey, PublicKey
 from nacl.signing import VerifyKey
 
-from hashee.core.canonical import CanonicalizationError, canonicalize
-from toolcalls.sdk import wire
-from toolcalls.sdk.crypto import SIGNATURE_BYTES, KeyPair, PublicKeys
-from toolcalls.sdk.errors import (
+from hashee_sdk import wire
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.crypto import SIGNATURE_BYTES, KeyPair, PublicKeys
+from hashee_sdk.errors import (
     BadSignature,
     DecryptionFailed,
     InvalidPublicKey,

@@ -20,8 +20,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from toolcalls.sdk.errors import SocketRefused
-from toolcalls.sdk.rest import Transport, poll_events
+from hashee_sdk.errors import SocketRefused
+from hashee_sdk.rest import Transport, poll_events
 
 logger = logging.getLogger(__name__)
 FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]

@@ -1,7 +1,7 @@
 """The key directory as the SDK reads and writes it (public keys only).
 
 The directory is the server's word: each side keeps only the other party's keys that
-:class:`~toolcalls.sdk.trust.KeyPins` trusts — an identified agent's runtime keys vouched
+:class:`~hashee_sdk.trust.KeyPins` trusts — an identified agent's runtime keys vouched
 for by its pinned identity, the user's devices reached by approvals from the first one —
 so a key the server adds is never encrypted to nor believed.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolcalls.sdk import statements
-from toolcalls.sdk.crypto import KeyPair, PublicKeys
-from toolcalls.sdk.errors import ApiError, InvalidPublicKey
-from toolcalls.sdk.rest import Transport, call_api
-from toolcalls.sdk.store import LocalStore
-from toolcalls.sdk.trust import AGENT, USER, KeyPins
+from hashee_sdk import statements
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.errors import ApiError, InvalidPublicKey
+from hashee_sdk.rest import Transport, call_api
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import AGENT, USER, KeyPins
 
 KEYS_TTL_S = 60.0
 

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from toolcalls.sdk import wire
-from toolcalls.sdk.errors import ApiError, RateLimited, SdkError, TransportFailed
+from hashee_sdk import wire
+from hashee_sdk.errors import ApiError, RateLimited, SdkError, TransportFailed
 
 SEND_ATTEMPTS = 3
 RETRY_DELAY_S = 0.5

@@ -17,10 +17,10 @@ from typing import Any
 import nacl.exceptions
 from nacl.signing import VerifyKey
 
-from hashee.core import signing
-from hashee.core.canonical import canonicalize
-from toolcalls.sdk import wire
-from toolcalls.sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk import wire
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.crypto import KeyPair, PublicKeys
 
 FINGERPRINT_ITERATIONS = 5200
 FINGERPRINT_VERSION = b"\x00\x00"

@@ -21,8 +21,8 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from toolcalls.sdk import wire
-from toolcalls.sdk.crypto import PublicKeys
+from hashee_sdk import wire
+from hashee_sdk.crypto import PublicKeys
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS seen_calls (

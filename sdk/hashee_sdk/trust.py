@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hashee.core import signing
-from hashee.core.canonical import CanonicalizationError, canonicalize, sha256_hex
-from toolcalls.sdk.crypto import PublicKeys
-from toolcalls.sdk.errors import IdentityChanged, ManifestUnverified
-from toolcalls.sdk.store import LocalStore
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, sha256_hex
+from hashee_sdk.crypto import PublicKeys
+from hashee_sdk.errors import IdentityChanged, ManifestUnverified
+from hashee_sdk.store import LocalStore
 
 logger = logging.getLogger(__name__)
 AGENT, USER = "agent", "user"

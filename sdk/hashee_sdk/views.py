@@ -4,7 +4,7 @@ server and verified here, never taken on its word.
 
 The current manifest's hash must be the stated one and, for an identified agent, it must
 carry the pinned identity's signature; the acknowledged version must be the one whose hash
-the relation states; grants and re-consents the device did not see are asked once on it; a changed identity (:class:`~toolcalls.sdk.errors.IdentityChanged`)
+the relation states; grants and re-consents the device did not see are asked once on it; a changed identity (:class:`~hashee_sdk.errors.IdentityChanged`)
 leaves a view that runs nothing until the user accepts the new safety number.
 """
 
@@ -16,15 +16,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hashee.core import signing
-from hashee.core.diff import diff_manifests
-from toolcalls.sdk import contract, statements
-from toolcalls.sdk.consent import consent_for
-from toolcalls.sdk.contract import CompiledManifest
-from toolcalls.sdk.errors import ApiError, ManifestUnverified
-from toolcalls.sdk.keys import KeyDirectory, relation_keys_from, root_device
-from toolcalls.sdk.rest import Transport, call_api
-from toolcalls.sdk.trust import ManifestVerifier, VerifiedManifest
+from hashee_sdk import contract, statements
+from hashee_sdk.consent import consent_for
+from hashee_sdk.contract import CompiledManifest
+from hashee_sdk.core import signing
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.errors import ApiError, ManifestUnverified
+from hashee_sdk.keys import KeyDirectory, relation_keys_from, root_device
+from hashee_sdk.rest import Transport, call_api
+from hashee_sdk.trust import ManifestVerifier, VerifiedManifest
 
 logger = logging.getLogger(__name__)
 _EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
@@ -33,7 +33,7 @@ _EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
 @dataclass(frozen=True)
 class RelationView:
     """What the client enforces for one relation: grants, pending scopes and the manifest
-    (verified, with the floors and both schemas of :mod:`toolcalls.sdk.consent`)."""
+    (verified, with the floors and both schemas of :mod:`hashee_sdk.consent`)."""
 
     relation_id: str
     agent_id: str

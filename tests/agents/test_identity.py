@@ -9,8 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent, AgentIdentityKey
-from hashee.core import signing
 from hashee.models import Event
+from hashee_sdk.core import signing
 from relations import services as relation_services
 from relations.models import Relation
 

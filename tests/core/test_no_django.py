@@ -35,7 +35,7 @@ def imported_names(tree: ast.AST) -> list[str]:
 
 
 def test_there_are_core_modules_to_check() -> None:
-    assert "hashee.core.manifest" in CORE_MODULES and "hashee.core.canonical" in CORE_MODULES
+    assert "hashee_sdk.core.manifest" in CORE_MODULES and "hashee_sdk.core.canonical" in CORE_MODULES
 
 
 @pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)

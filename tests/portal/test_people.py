@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agents import services as agent_services
 from agents.models import Agent
-from hashee.core.manifest import validate_manifest
+from hashee_sdk.core.manifest import validate_manifest
 from portal.activity import describe
 from portal.problems import problem_message
 from portal.templatetags.portal_tags import ago

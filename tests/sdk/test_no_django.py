@@ -1,4 +1,4 @@
-"""toolcalls.sdk is pure Python: it imports, and works, without Django or its settings."""
+"""hashee_sdk is pure Python: it imports, and works, without Django or its settings."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ SDK_FILES = sorted((ROOT / "toolcalls" / "sdk").rglob("*.py"))
 
 SCRIPT = """
 import asyncio, json, sys
-import toolcalls.sdk
-from toolcalls.sdk import AuditLog, KeyPair, Recipient, compile_manifest, open_copy, seal
+import hashee_sdk
+from hashee_sdk import AuditLog, KeyPair, Recipient, compile_manifest, open_copy, seal
 
 agent, bob = KeyPair.generate(), KeyPair.generate()
 envelope = seal({"call_id": "c1"}, sender=agent, recipients=[Recipient.of(bob.public)], relation_id="r",

@@ -32,10 +32,10 @@ from agents import services as agent_services
 from hashee.asgi import application
 from hashee.auth import api_key_create
 from hashee.models import Event
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient
+from hashee_sdk.rest import HttpResponse
 from relations import services as relation_services
 from toolcalls.models import Message
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient
-from toolcalls.sdk.rest import HttpResponse
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -209,7 +209,7 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
 def everything_logged(caplog: pytest.LogCaptureFixture, settings: Any) -> pytest.LogCaptureFixture:
     settings.DEBUG = True  # Django logs every SQL statement with its parameters at DEBUG
     caplog.set_level(logging.DEBUG)
-    for name in [*logging.root.manager.loggerDict, "django.db.backends", "django.request", "toolcalls.sdk"]:
+    for name in [*logging.root.manager.loggerDict, "django.db.backends", "django.request", "hashee_sdk"]:
         caplog.set_level(logging.DEBUG, logger=name)
     return caplog
 

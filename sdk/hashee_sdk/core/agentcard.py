@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from hashee.core.canonical import canonicalize
-from hashee.core.manifest import CAPABILITY_FLAGS
-from hashee.core.signing import sign_detached
+from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.core.manifest import CAPABILITY_FLAGS
+from hashee_sdk.core.signing import sign_detached
 
 CardShape = Literal["combined", "v1", "seed"]
 

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hashee.core.agentcard import CardShape, build_agent_card
-from hashee.core.canonical import CanonicalizationError, canonicalize, sha256_hex
-from hashee.core.diff import diff_manifests, diff_summary
-from hashee.core.manifest import MANIFEST_MAX_BYTES, ValidationResult, validate_manifest
-from hashee.core.signing import (
+from hashee_sdk.core.agentcard import CardShape, build_agent_card
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, sha256_hex
+from hashee_sdk.core.diff import diff_manifests, diff_summary
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, ValidationResult, validate_manifest
+from hashee_sdk.core.signing import (
     InvalidKeyError,
     InvalidSignatureError,
     ed25519_private_jwk,
@@ -38,7 +38,7 @@ from hashee.core.signing import (
     sign_manifest,
     verify_manifest,
 )
-from hashee.core.strictjson import MalformedJSON, loads_strict
+from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 
 COMMAND = "manifest"
 USAGE = (

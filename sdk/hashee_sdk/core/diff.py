@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from hashee.core.diff_support import BREAKING, Rule, escape_segment, json_equal, render_pointer
-from hashee.core.examples import ExampleBuilder, WorkBudget
-from hashee.core.schema_diff import SchemaChange, diff_schema
+from hashee_sdk.core.diff_support import BREAKING, Rule, escape_segment, json_equal, render_pointer
+from hashee_sdk.core.examples import ExampleBuilder, WorkBudget
+from hashee_sdk.core.schema_diff import SchemaChange, diff_schema
 
 __all__ = ["DiffResult", "Rule", "diff_manifests", "diff_summary"]
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import unquote
 
-from hashee.core.bounded_regex import MAX_PATTERNS, search
+from hashee_sdk.core.bounded_regex import MAX_PATTERNS, search
 
 Segment = str | int
 Path = tuple[Segment, ...]

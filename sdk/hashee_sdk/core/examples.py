@@ -3,7 +3,7 @@
 Best effort by design: every candidate is checked with Draft 2020-12 validators (formats
 asserted) against both schemas, and a narrowing that yields no verified candidate simply
 gets no example. The search runs owner-supplied patterns, so it is bounded by work, not
-only by candidates: patterns run in linear time (:mod:`hashee.core.bounded_regex`; one
+only by candidates: patterns run in linear time (:mod:`hashee_sdk.core.bounded_regex`; one
 that needs backtracking gets its tool no examples), and every compile and validation is
 paid from one :class:`WorkBudget` per diff. A search the budget cannot pay for stops and
 leaves the example out rather than wait.
@@ -20,8 +20,8 @@ from typing import Any, Final, TypeGuard
 
 import rfc8785
 
-from hashee.core.bounded_regex import MAX_PATTERNS, bounded_validator, gave_up, python_compiles, schema_patterns
-from hashee.core.diff_support import (
+from hashee_sdk.core.bounded_regex import MAX_PATTERNS, bounded_validator, gave_up, python_compiles, schema_patterns
+from hashee_sdk.core.diff_support import (
     Segment,
     as_schema,
     governing_schema,

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from jsonschema_specifications import REGISTRY
 
-from hashee.core.canonical import pointer_token
+from hashee_sdk.core.canonical import pointer_token
 
 ReportError = Callable[[str, str, str], None]  # (path, code, message)
 

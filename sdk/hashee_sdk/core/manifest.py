@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hashee.core.canonical import CanonicalizationError, canonicalize, pointer_token, sha256_hex
-from hashee.core.input_schema import check_input_schema
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, pointer_token, sha256_hex
+from hashee_sdk.core.input_schema import check_input_schema
 
 MANIFEST_MAX_BYTES = 131072
 MANIFEST_WARN_BYTES = 65536
@@ -183,7 +183,7 @@ def with_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
 def manifest_json_schema() -> dict[str, Any]:
     """The manifest's own JSON Schema (Draft 2020-12), served for local validation."""
     # Imported here because that module builds the schema from this module's constants.
-    from hashee.core.manifest_jsonschema import build_manifest_json_schema
+    from hashee_sdk.core.manifest_jsonschema import build_manifest_json_schema
 
     return build_manifest_json_schema()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hashee.core.manifest import (
+from hashee_sdk.core.manifest import (
     CAPABILITY_FLAGS,
     DEFAULT_TIMEOUT_MS,
     I18N_KEY_PATTERN,

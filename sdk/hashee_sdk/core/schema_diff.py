@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final
 
-from hashee.core.diff_support import (
+from hashee_sdk.core.diff_support import (
     BREAKING,
     UNKNOWN,
     Path,
@@ -26,7 +26,7 @@ from hashee.core.diff_support import (
     resolve_ref,
     unlisted_schema,
 )
-from hashee.core.examples import STRING_POOL, Probe, Step
+from hashee_sdk.core.examples import STRING_POOL, Probe, Step
 
 Location = tuple[Step, ...]
 

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from jwt.algorithms import OKPAlgorithm
 from jwt.exceptions import PyJWTError
 
-from hashee.core.canonical import canonicalize
+from hashee_sdk.core.canonical import canonicalize
 
 ALG = "EdDSA"
 KEY_BYTES = 32

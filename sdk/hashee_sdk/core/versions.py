@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from hashee.core.manifest import SEMVER_PATTERN, Issue
+from hashee_sdk.core.manifest import SEMVER_PATTERN, Issue
 
 _SEMVER = re.compile(SEMVER_PATTERN)
 
