@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from hashee.errors import DENIAL_REASON_ALIASES, DENIAL_REASONS, TOOL_ERROR_CODES
 from hashee_sdk.core.bounded_regex import MAX_PATTERNS, bounded_validator, schema_patterns
 from hashee_sdk.core.canonical import canonical_hash, pointer_token
+from hashee_sdk.core.codes import DENIAL_REASON_ALIASES, DENIAL_REASONS, TOOL_ERROR_CODES
 from hashee_sdk.core.manifest import with_defaults
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 
@@ -38,7 +38,7 @@ MASK = "[value]"
 MAX_DETAILS = 20
 MAX_CACHED_MANIFESTS = 64
 MAX_MANIFEST_PATTERNS = 128  # distinct patterns compiled per manifest: at most ~1.5 s, once
-# Validation keywords → the registry's detail codes (hashee.errors.DETAIL_CODES).
+# Validation keywords → the registry's detail codes (hashee_sdk.core.codes.DETAIL_CODES).
 _DETAIL_CODES = {
     "required": "REQUIRED", "additionalProperties": "UNKNOWN_FIELD", "unevaluatedProperties": "UNKNOWN_FIELD",
     "type": "INVALID_TYPE", "pattern": "PATTERN_MISMATCH", "maxLength": "TOO_LONG", "maxItems": "TOO_LONG",
