@@ -26,62 +26,31 @@ from typing import Any
 
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, pointer_token, sha256_hex
 from hashee_sdk.core.input_schema import check_input_schema
+from hashee_sdk.core.manifest_jsonschema import build_manifest_json_schema
 
-MANIFEST_MAX_BYTES = 131072
-MANIFEST_WARN_BYTES = 65536
-DEFAULT_TIMEOUT_MS = 10000
-MAX_TIMEOUT_MS = 600000
-SCHEMA_VERSION = "1.0"
-SCOPE_ID_MAX_LENGTH = 64
-I18N_KEY_MAX_LENGTH = 128
-FALLBACK_MAX_LENGTH = 500
-RESERVED_SCOPE_PREFIXES = ("hashee:", "system:")
-
-PRESET_SCOPES: dict[str, str] = {
-    "notification:send": "low",
-    "filesystem:read": "medium",
-    "clipboard:read": "medium",
-    "location:read": "high",
-}
-SENSITIVITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
-CAPABILITY_FLAGS: tuple[str, ...] = (
-    "supports_streaming",
-    "supports_artifacts",
-    "supports_voice",
-    "supports_group_chat",
-)
-
-TOP_KEYS = ("schema_version", "agent_version", "tools", "permission_scopes", "capability_flags")
-TOP_REQUIRED = ("schema_version", "agent_version", "tools", "permission_scopes")
-TOOL_KEYS = (
-    "name",
-    "description_i18n_key",
-    "description_fallback",
-    "input_schema",
-    "permission_scope",
-    "timeout_ms",
-    "required",
-)
-TOOL_REQUIRED = ("name", "description_i18n_key", "input_schema", "permission_scope")
-SCOPE_KEYS = (
-    "id",
-    "label_i18n_key",
-    "description_i18n_key",
-    "label_fallback",
-    "description_fallback",
-    "sensitivity",
-)
-SCOPE_REQUIRED = ("id", "label_i18n_key", "sensitivity")
-
-# The official SemVer 2.0.0 expression, with [0-9] for \d (Python's \d is any Unicode digit).
-SEMVER_PATTERN = (
-    r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
-)
-TOOL_NAME_PATTERN = r"^[a-z][a-z0-9_]{1,31}$"
-SCOPE_ID_PATTERN = r"^[a-z][a-z0-9_-]*:[a-z][a-z0-9_-]*$"
-I18N_KEY_PATTERN = r"^[a-z0-9_]+(\.[a-z0-9_]+)+$"
+# The rules' constants live in manifest_rules; importers keep naming them from here.
+from hashee_sdk.core.manifest_rules import CAPABILITY_FLAGS as CAPABILITY_FLAGS
+from hashee_sdk.core.manifest_rules import DEFAULT_TIMEOUT_MS as DEFAULT_TIMEOUT_MS
+from hashee_sdk.core.manifest_rules import FALLBACK_MAX_LENGTH as FALLBACK_MAX_LENGTH
+from hashee_sdk.core.manifest_rules import I18N_KEY_MAX_LENGTH as I18N_KEY_MAX_LENGTH
+from hashee_sdk.core.manifest_rules import I18N_KEY_PATTERN as I18N_KEY_PATTERN
+from hashee_sdk.core.manifest_rules import MANIFEST_MAX_BYTES as MANIFEST_MAX_BYTES
+from hashee_sdk.core.manifest_rules import MANIFEST_WARN_BYTES as MANIFEST_WARN_BYTES
+from hashee_sdk.core.manifest_rules import MAX_TIMEOUT_MS as MAX_TIMEOUT_MS
+from hashee_sdk.core.manifest_rules import PRESET_SCOPES as PRESET_SCOPES
+from hashee_sdk.core.manifest_rules import RESERVED_SCOPE_PREFIXES as RESERVED_SCOPE_PREFIXES
+from hashee_sdk.core.manifest_rules import SCHEMA_VERSION as SCHEMA_VERSION
+from hashee_sdk.core.manifest_rules import SCOPE_ID_MAX_LENGTH as SCOPE_ID_MAX_LENGTH
+from hashee_sdk.core.manifest_rules import SCOPE_ID_PATTERN as SCOPE_ID_PATTERN
+from hashee_sdk.core.manifest_rules import SCOPE_KEYS as SCOPE_KEYS
+from hashee_sdk.core.manifest_rules import SCOPE_REQUIRED as SCOPE_REQUIRED
+from hashee_sdk.core.manifest_rules import SEMVER_PATTERN as SEMVER_PATTERN
+from hashee_sdk.core.manifest_rules import SENSITIVITY_ORDER as SENSITIVITY_ORDER
+from hashee_sdk.core.manifest_rules import TOOL_KEYS as TOOL_KEYS
+from hashee_sdk.core.manifest_rules import TOOL_NAME_PATTERN as TOOL_NAME_PATTERN
+from hashee_sdk.core.manifest_rules import TOOL_REQUIRED as TOOL_REQUIRED
+from hashee_sdk.core.manifest_rules import TOP_KEYS as TOP_KEYS
+from hashee_sdk.core.manifest_rules import TOP_REQUIRED as TOP_REQUIRED
 
 _SEMVER = re.compile(SEMVER_PATTERN)
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
@@ -182,9 +151,6 @@ def with_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def manifest_json_schema() -> dict[str, Any]:
     """The manifest's own JSON Schema (Draft 2020-12), served for local validation."""
-    # Imported here because that module builds the schema from this module's constants.
-    from hashee_sdk.core.manifest_jsonschema import build_manifest_json_schema
-
     return build_manifest_json_schema()
 
 

@@ -1,4 +1,4 @@
-"""The capability manifest's own JSON Schema, built from the rules in :mod:`manifest`.
+"""The capability manifest's own JSON Schema, built from the rules in :mod:`manifest_rules`.
 
 It encodes every SPEC §3 rule that a JSON Schema can express, so that owners can
 validate locally; its description lists the rules only the server checks.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hashee_sdk.core.manifest import (
+from hashee_sdk.core.manifest_rules import (
     CAPABILITY_FLAGS,
     DEFAULT_TIMEOUT_MS,
     I18N_KEY_PATTERN,
