@@ -26,6 +26,18 @@ Agent runtime::
     result = await agent.call_tool(relation_id, "read_file", {"path": "notes.txt"})
     text = result.unwrap()                         # ToolCallFailed if denied or error
 
+The ``async with`` forms, with tools declared from type hints and keys kept on disk::
+
+    @tool(scope="notes:read", sensitivity="low")
+    def read_note(title: str) -> str: ...          # input_schema from the hints (pydantic)
+    manifest = manifest_from_tools([read_note], agent_version="1.0.0")   # what the owner publishes
+
+    async with Device(url, "hsk_…", tools=[read_note], keystore=KeyStore("~/.hashee/device"),
+                      prompt=ask) as device:
+        await device.serve_forever()
+    async with Agent(url, "hak_…", agent_id=AGENT_ID, keystore=KeyStore("~/.hashee/agent")) as agent:
+        result = await agent.call_tool(relation_id, "read_note", {"title": "groceries"})  # NotListening if offline
+
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
 ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ApiError, and the EnvelopeError
 family for refused envelopes.
@@ -63,19 +75,23 @@ from hashee_sdk.errors import (
     WrongRecipient,
 )
 from hashee_sdk.keys import KeyDirectory, RelationKeys
+from hashee_sdk.keystore import KeyStore, KeyStoreError
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
+from hashee_sdk.runtime import Agent, Device, NotListening
 from hashee_sdk.store import LocalStore
+from hashee_sdk.tools import ManifestInvalid, Tool, manifest_from_tools, tool
 from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 from hashee_sdk.views import RelationView
 
 __all__ = [
-    "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature", "CallExpired",
-    "CallMalformed", "CallReplayed", "CompiledManifest", "Decision", "DecryptionFailed", "EnvelopeError",
-    "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "LocalStore", "MalformedEnvelope",
-    "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "OpenedCopy",
-    "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView",
-    "SdkError", "SensitivityPolicy", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult",
-    "Transport", "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext",
-    "WrongRecipient", "compile_manifest", "decide", "open_copy", "seal",
+    "Agent", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature",
+    "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Decision", "DecryptionFailed", "Device",
+    "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "KeyStore",
+    "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid", "ManifestNotPublished",
+    "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening", "OpenedCopy", "PolicySubject",
+    "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView", "SdkError",
+    "SensitivityPolicy", "Tool", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport",
+    "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient",
+    "compile_manifest", "decide", "manifest_from_tools", "open_copy", "seal", "tool",
 ]

@@ -42,7 +42,8 @@ def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> st
 async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler, since: int | None = None,
                  connected: asyncio.Event | None = None, on_cursor: CursorCallback | None = None) -> None:
     """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
-    Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake."""
+    Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake.
+    ``connected`` is set while a socket is open, cleared when it drops."""
     last = since
     failures = 0
     while True:
@@ -64,6 +65,8 @@ async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler
             logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)
         except (OSError, WebSocketException) as exc:
             logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
+        if connected is not None:
+            connected.clear()
         await asyncio.sleep(reconnect_delay(failures))
         failures += 1
 
