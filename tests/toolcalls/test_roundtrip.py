@@ -266,8 +266,8 @@ def _manage(env: dict[str, str], *args: str) -> str:
 def live_server_env(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A uvicorn server on its own SQLite file, with alice (owner) and bob."""
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", PYTHONPATH=str(ROOT),
-               DJANGO_SECRET_KEY=secrets.token_urlsafe(40))
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "sdk")]))  # this checkout's hashee_sdk too
     _manage(env, "migrate", "--noinput", "-v0")
     env["HASHEE_OWNER_KEY"] = _manage(env, "seed_demo")
     env["HASHEE_USER_KEY"] = _manage(env, "create_api_key", "bob")
