@@ -18,9 +18,9 @@ from agents import selectors, services
 from agents.apikey_services import api_key_revoke
 from agents.models import Agent, ApiKey, ManifestVersion
 from eventlog.webhooks import webhook_url_check
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import PRESET_SCOPES
 from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")

@@ -29,11 +29,11 @@ from agents.serializers import (
     WebhookSecretOutput,
 )
 from hashee.api import LEVELS, POSITIVE_INTEGER, IsUser, Pagination, json_body, validated
-from hashee.core.agentcard import build_agent_card, sign_agent_card
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import CAPABILITY_FLAGS, manifest_json_schema, validate_manifest
 from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
+from hashee_sdk.core.agentcard import build_agent_card, sign_agent_card
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import CAPABILITY_FLAGS, manifest_json_schema, validate_manifest
 
 ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
 # A bare manifest sent as the body is the usual mistake behind unknown fields (SPEC §5.1).

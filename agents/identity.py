@@ -16,8 +16,8 @@ from django.utils import timezone
 from agents.models import Agent, AgentIdentityKey
 from agents.selectors import identity_key_current
 from eventlog.services import event_emit
-from hashee.core import signing
 from hashee.errors import HasheeError
+from hashee_sdk.core import signing
 
 IDENTITY_CHANGED = "agent.identity_changed"
 

@@ -16,8 +16,8 @@ from agents import identity, selectors
 from agents.api import ERROR
 from agents.models import AgentIdentityKey
 from hashee.api import IsUser, json_body, validated
-from hashee.core.signing import jwks_entry
 from hashee.errors import HasheeError
+from hashee_sdk.core.signing import jwks_entry
 
 
 class StrictInput(serializers.Serializer):

@@ -8,8 +8,8 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from agents.models import Agent, AgentIdentityKey, ManifestVersion
-from hashee.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
 from hashee.errors import HasheeError
+from hashee_sdk.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
 
 
 def _is_human(user: Any) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agents.models import Agent, ManifestVersion
-from hashee.core.diff_support import Rule
+from hashee_sdk.core.diff_support import Rule
 
 # A detached EdDSA JWS is ~200 characters; this leaves room for a long kid, refuses junk.
 SIGNATURE_MAX_LENGTH = 2048

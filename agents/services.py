@@ -18,10 +18,10 @@ from agents.models import Agent, ManifestVersion
 from eventlog.services import event_emit, sockets_close
 from eventlog.webhooks import webhook_url_check
 from hashee import metrics
-from hashee.core.diff import DiffResult, diff_manifests
-from hashee.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
-from hashee.core.versions import version_bump_warnings
 from hashee.errors import HasheeError
+from hashee_sdk.core.diff import DiffResult, diff_manifests
+from hashee_sdk.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee_sdk.core.versions import version_bump_warnings
 
 logger = logging.getLogger(__name__)
 telemetry = logging.getLogger("hashee.telemetry")

@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jsonschema
 from _stats import measure, p95, row
 
-from hashee.core.canonical import canonical_hash
-from toolcalls.sdk import KeyPair, LocalStore, Recipient, envelope, wire
-from toolcalls.sdk.client import call_refusal
-from toolcalls.sdk.consent import consent_for
-from toolcalls.sdk.contract import decide
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
-from toolcalls.sdk.views import RelationView
+from hashee_sdk import KeyPair, LocalStore, Recipient, envelope, wire
+from hashee_sdk.client import call_refusal
+from hashee_sdk.consent import consent_for
+from hashee_sdk.contract import decide
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk.views import RelationView
 
 BATCH = 1000
 SAMPLES = 300

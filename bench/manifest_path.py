@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rfc8785
 from _stats import measure, row
 
-from hashee.core.canonical import canonical_hash
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import validate_manifest
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import validate_manifest
 
 SIZES_KB = (1, 16, 64, 128)
 

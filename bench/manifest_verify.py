@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stats import measure, p95, row
 
-from hashee.core import signing
-from hashee.core.canonical import canonical_hash, canonicalize
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import canonical_hash, canonicalize
+from hashee_sdk.trust import ManifestVerifier
 from tests.sdk.fakes import manifest as demo_manifest
-from toolcalls.sdk.trust import ManifestVerifier
 
 LIMIT = 131072
 REPEAT = 200

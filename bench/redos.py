@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hashee.core.diff import DiffResult, diff_manifests
-from toolcalls.sdk import contract
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk import contract
+from hashee_sdk.core.diff import DiffResult, diff_manifests
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 
 ISSUE_14 = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"
 EMAIL = (r"^([a-zA-Z0-9])(([\-.]|[_]+)?([a-zA-Z0-9]+))*(@){1}[a-z0-9]+[.]{1}"

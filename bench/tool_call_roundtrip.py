@@ -59,7 +59,7 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
     from agents import identity as identity_services
     from agents import services as agent_services
     from agents.demo import DEMO_MANIFEST
-    from hashee.core import signing
+    from hashee_sdk.core import signing
 
     private = signing.generate_private_jwk()
     identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private))
@@ -70,7 +70,7 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
 
 
 async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[float]:
-    from toolcalls.sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, UserClient
+    from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, UserClient
 
     user_http, agent_http = HttpxTransport(url, world["user_key"]), HttpxTransport(url, world["agent_key"])
     client = UserClient(transport=user_http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,

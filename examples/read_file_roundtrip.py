@@ -36,8 +36,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hashee.core import signing  # noqa: E402 - after the path is set, as a script
-from toolcalls.sdk import (  # noqa: E402
+from hashee_sdk import (  # noqa: E402
     AgentRuntime,
     ApiError,
     AuditLog,
@@ -47,7 +46,8 @@ from toolcalls.sdk import (  # noqa: E402
     SdkError,
     UserClient,
 )
-from toolcalls.sdk.rest import Transport, call_api  # noqa: E402
+from hashee_sdk.core import signing  # noqa: E402 - after the path is set, as a script
+from hashee_sdk.rest import Transport, call_api  # noqa: E402
 
 SCOPE = "filesystem:read"
 AGENT_NAME = "FileReader (example)"

@@ -17,9 +17,9 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from hashee.core.manifest import SENSITIVITY_ORDER
-from hashee.core.strictjson import MalformedJSON, loads_strict
 from hashee.errors import HasheeError
+from hashee_sdk.core.manifest import SENSITIVITY_ORDER
+from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 
 if TYPE_CHECKING:  # rest_framework.views reads these settings at import: no cycle
     from rest_framework.views import APIView

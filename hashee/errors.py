@@ -1,14 +1,21 @@
 """The one registry of stable error codes (the seeds' ``errors.ts``).
 
-Pure Python on purpose: ``hashee.core`` (which imports no Django) and the CLI use the
-same codes as the API. The DRF exception handler that turns :class:`HasheeError` into
-the SPEC's JSON error shape lives in :mod:`hashee.api`.
+Pure Python on purpose: the CLI uses the same codes as the API. The codes a device needs
+too (validation details, tool-level codes, denial reasons) live in the SDK package
+(:mod:`hashee_sdk.core.codes`) and are re-exported here, one list for both. The DRF
+exception handler that turns :class:`HasheeError` into the SPEC's JSON error shape lives
+in :mod:`hashee.api`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from hashee_sdk.core.codes import DENIAL_REASON_ALIASES as DENIAL_REASON_ALIASES
+from hashee_sdk.core.codes import DENIAL_REASONS as DENIAL_REASONS
+from hashee_sdk.core.codes import DETAIL_CODES as DETAIL_CODES
+from hashee_sdk.core.codes import TOOL_ERROR_CODES as TOOL_ERROR_CODES
 
 
 @dataclass(frozen=True)
@@ -57,50 +64,6 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("KEY_LIMIT_REACHED", 409, "Too many live public keys (20 devices per user, 20 keys per agent); revoke one first."),
 )
 
-# Codes of validation ``details`` entries and ``warnings`` (each with a JSON pointer).
-DETAIL_CODES: dict[str, str] = {
-    "REQUIRED": "A required member is missing.",
-    "UNKNOWN_FIELD": "A member that is not allowed here.",
-    "INVALID_TYPE": "The value has the wrong JSON type.",
-    "INVALID_VALUE": "The value is not one of the allowed values.",
-    "PATTERN_MISMATCH": "A string does not match its required pattern.",
-    "TOO_LONG": "A string or list is longer than allowed.",
-    "OUT_OF_RANGE": "A number is outside its allowed range.",
-    "DUPLICATE": "A name or id that must be unique appears twice.",
-    "INVALID_SEMVER": "agent_version is not a SemVer 2.0.0 string.",
-    "INVALID_JSON_SCHEMA": "An input_schema or output_schema is not a valid JSON Schema Draft 2020-12.",
-    "INPUT_SCHEMA_NOT_OBJECT": "An input_schema's or output_schema's top level must have type object.",
-    "INPUT_SCHEMA_NOT_CLOSED": "input_schema's top level must have additionalProperties false.",
-    "REMOTE_REF": "Only local $ref values (starting with #) are allowed.",
-    "UNRESOLVABLE_REF": "A local $ref points at nothing.",
-    "UNKNOWN_SCOPE": "permission_scope is not one of permission_scopes[].id.",
-    "RESERVED_SCOPE_PREFIX": "The hashee: and system: scope prefixes are reserved for the platform.",
-    "SENSITIVITY_BELOW_PRESET": "A preset scope is declared with a lower sensitivity than the platform's.",
-    "NOT_CANONICALIZABLE": "The value cannot be canonicalized (RFC 8785), e.g. an integer outside ±(2^53-1).",
-    "MANIFEST_TOO_LARGE": "The canonical manifest is larger than 131072 bytes.",
-    # warnings
-    "MANIFEST_SIZE_WARNING": "The canonical manifest is 65536 bytes or more.",
-    "SCOPE_LABEL_FALLBACK_MISSING": "A non-preset scope has no label_fallback; clients will show its id.",
-    "SCOPE_UNUSED": "A declared scope is used by no tool.",
-    "AGENT_VERSION_NOT_BUMPED": "A breaking change keeps agent_version's major version (the minor one below 1.0.0).",
-    "FALLBACK_TOO_LONG": "A label_fallback or description_fallback is over 500 characters; clients may cut it short.",
-    "FALLBACK_EMPTY": "A label_fallback or description_fallback is empty; clients show the i18n key or id.",
-    "I18N_KEY_TOO_LONG": "An i18n key is over 128 characters.",
-}
-
-# Tool-level codes inside tool responses and denial reasons (SPEC §2, §6).
-TOOL_ERROR_CODES: tuple[str, ...] = ("TOOL_PLATFORM_ERROR", "TOOL_INVALID_ARGUMENTS", "TOOL_UNAVAILABLE")
-DENIAL_REASONS: tuple[str, ...] = (
-    "user_refused",
-    "scope_not_granted",
-    "tool_not_declared",
-    "user_timeout",
-    "tool_not_supported_in_group",
-    "permission_revoked",
-    "reauth_required",  # SPEC §9.3: the tool's scope waits for the user's re-consent
-    "manifest_unverified",  # SPEC §9.3: the manifest does not verify, or the call names another one
-)
-DENIAL_REASON_ALIASES: dict[str, str] = {"user_rejected": "user_refused"}
 
 
 @dataclass

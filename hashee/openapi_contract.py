@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from hashee.core.manifest_jsonschema import build_manifest_json_schema
+from hashee_sdk.core.manifest_jsonschema import build_manifest_json_schema
 
 MANIFEST = "CapabilityManifest"
 # A character Python's str.strip() keeps: DRF's CharField trims before its non-blank check.

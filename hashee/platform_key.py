@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from hashee.core import signing
-from hashee.core.strictjson import MalformedJSON, loads_strict
+from hashee_sdk.core import signing
+from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 
 DERIVATION_INFO = b"hashee platform agent-card signing key v1"
 JWKS_PATH = "/.well-known/jwks.json"

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_POST
 
 from agents import selectors as agent_selectors
 from agents.models import Agent
-from hashee.core.diff import diff_manifests
 from hashee.errors import HasheeError
+from hashee_sdk.core.diff import diff_manifests
 from portal import queries
 from portal.common import error_messages, not_found
 from portal.forms import ConsentForm

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from hashee.core.manifest import FALLBACK_MAX_LENGTH, SENSITIVITY_ORDER
+from hashee_sdk.core.manifest import FALLBACK_MAX_LENGTH, SENSITIVITY_ORDER
 
 PRESET_SCOPE_TEXT: dict[str, tuple[Any, Any]] = {
     "notification:send": (_("Send system notifications"),

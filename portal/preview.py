@@ -12,9 +12,9 @@ from typing import Any
 
 from agents import services
 from agents.models import Agent
-from hashee.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES, validate_manifest
-from hashee.core.strictjson import MalformedJSON, loads_strict
 from hashee.errors import HasheeError
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES, validate_manifest
+from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 from portal import queries
 from portal.problems import localized
 

@@ -1,6 +1,6 @@
 """The validator's problems in the page's language.
 
-hashee.core.manifest is pure Python and speaks English (its messages are part of the
+hashee_sdk.core.manifest is pure Python and speaks English (its messages are part of the
 API's error details, which stay English). The portal translates them for its readers:
 each message the core writes is matched by its code and wording, and its variable parts
 (names, sizes, types) are carried into the translated sentence. A message no pattern

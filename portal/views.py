@@ -22,9 +22,9 @@ from django.views.decorators.http import require_POST
 from agents import selectors, services
 from agents.demo import starter_manifest
 from agents.models import Agent
-from hashee.core.diff import diff_manifests
-from hashee.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
 from hashee.errors import HasheeError
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
 from portal import activity, queries
 from portal.common import agent_owner_view, not_found
 from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm

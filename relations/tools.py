@@ -16,8 +16,8 @@ from django.utils import translation
 
 from agents.auth import AgentPrincipal
 from agents.models import Agent, ManifestVersion
-from hashee.core.toolspec import callable_tools, tool_list
 from hashee.errors import HasheeError
+from hashee_sdk.core.toolspec import callable_tools, tool_list
 from portal.presentation import preset_texts
 from relations.models import Relation
 from relations.selectors import relation_with_agent, version_effects

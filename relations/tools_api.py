@@ -12,8 +12,8 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from hashee.core.toolspec import DEFAULT_FORMAT, FORMATS
 from hashee.errors import HasheeError
+from hashee_sdk.core.toolspec import DEFAULT_FORMAT, FORMATS
 from relations.tools import relation_get_for_party, relation_tool_list_json
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')

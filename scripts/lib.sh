@@ -32,7 +32,7 @@ ensure_venv() {
   # $1: requirements file. Reinstalls only when the file changed.
   local req="$1" stamp
   [ -x "$PY" ] || python3 -m venv "$VENV"
-  stamp="$VENV/.installed-$(basename "$req")-$(cat "$ROOT"/requirements*.txt | sha256sum | cut -c1-16)"
+  stamp="$VENV/.installed-$(basename "$req")-$(cat "$ROOT"/requirements*.txt "$ROOT"/sdk/pyproject.toml | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     log "installing Python packages from $req"
     "$PY" -m pip install -q --disable-pip-version-check --upgrade pip

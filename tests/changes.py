@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hashee.core.canonical import canonicalize
+from hashee_sdk.core.canonical import canonicalize
 
 
 def breaking(manifest: dict[str, Any]) -> dict[str, Any]:

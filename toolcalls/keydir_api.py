@@ -33,6 +33,7 @@ from agents.models import Agent
 from agents.selectors import agent_get_visible
 from hashee.api import IsUser, json_body, validated
 from hashee.errors import HasheeError
+from hashee_sdk import wire
 from toolcalls.api import sender_for
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.keydir_services import (
@@ -45,7 +46,6 @@ from toolcalls.keydir_services import (
     runtime_key_register,
     runtime_key_revoke,
 )
-from toolcalls.sdk import wire
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 

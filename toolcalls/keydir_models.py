@@ -1,6 +1,6 @@
 """The key directory: public keys of users' devices and agent runtimes, for end-to-end
 encryption of tool calls. Only public keys ever reach the server; a ``key_id`` is derived
-from the two public keys (``toolcalls.sdk.wire.key_id_for``), so it cannot be claimed
+from the two public keys (``hashee_sdk.wire.key_id_for``), so it cannot be claimed
 for other keys."""
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.selectors import identity_key_current
-from hashee.core import signing
+from hashee_sdk import statements, wire
+from hashee_sdk.core import signing
 from relations.models import Relation
 from toolcalls.keydir_models import DeviceKey
-from toolcalls.sdk import statements, wire
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.selectors import identity_key_current
 from eventlog.services import event_emit
-from hashee.core import signing
 from hashee.errors import HasheeError
+from hashee_sdk import statements, wire
+from hashee_sdk.core import signing
+from hashee_sdk.crypto import PublicKeys
 from relations.models import Relation
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
-from toolcalls.sdk import statements, wire
-from toolcalls.sdk.crypto import PublicKeys
 
 MAX_DEVICE_KEYS = 20
 MAX_AGENT_KEYS = 20

@@ -9,8 +9,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ManifestVersion
-from hashee.core.canonical import canonical_hash
-from hashee.core.manifest import MANIFEST_MAX_BYTES
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES
 from tests.changes import padded_by_a_fallback
 
 pytestmark = pytest.mark.django_db

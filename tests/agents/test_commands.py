@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from agents.models import Agent, ApiKey
-from hashee.core.manifest import MANIFEST_MAX_BYTES
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES
 from tests.changes import padded_by_a_fallback
 
 pytestmark = pytest.mark.django_db

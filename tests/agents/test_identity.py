@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent, AgentIdentityKey
 from eventlog.models import Event
-from hashee.core import signing
+from hashee_sdk.core import signing
 from relations import services as relation_services
 from relations.models import Relation
 

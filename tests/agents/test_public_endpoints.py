@@ -12,8 +12,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents import services
-from hashee.core.canonical import canonical_hash
 from hashee.errors import API_ERRORS
+from hashee_sdk.core.canonical import canonical_hash
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from jwt import PyJWK, PyJWKSet
 from rest_framework.test import APIClient
 
 from agents.models import Agent
-from hashee.core import signing
+from hashee_sdk.core import signing
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from rest_framework.test import APIClient
 
 from agents import services
 from agents.models import Agent, ManifestVersion
-from hashee.core import signing
 from hashee.errors import HasheeError
+from hashee_sdk.core import signing
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, error_code, kid, register, rotation
 
 pytestmark = pytest.mark.django_db

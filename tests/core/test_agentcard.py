@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from hashee.core.agentcard import FLAGS_EXTENSION_URI, build_agent_card, humanize
+from hashee_sdk.core.agentcard import FLAGS_EXTENSION_URI, build_agent_card, humanize
 
 MANIFEST: dict[str, Any] = {
     "schema_version": "1.0",

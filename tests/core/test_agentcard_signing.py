@@ -11,8 +11,8 @@ from a2a.utils.signing import InvalidSignaturesError, _canonicalize_agent_card, 
 from google.protobuf.json_format import ParseDict
 from jwt import PyJWK
 
-from hashee.core import signing
-from hashee.core.agentcard import build_agent_card, card_signing_payload, sign_agent_card
+from hashee_sdk.core import signing
+from hashee_sdk.core.agentcard import build_agent_card, card_signing_payload, sign_agent_card
 from tests.core.test_agentcard import MANIFEST
 
 KEY = signing.derive_private_jwk(b"test platform", info=b"hashee tests")

@@ -11,7 +11,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hashee.core.canonical import (
+from hashee_sdk.core.canonical import (
     MAX_SAFE_INTEGER,
     CanonicalizationError,
     canonical_hash,

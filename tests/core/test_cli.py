@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from hashee.core.canonical import canonical_hash
-from hashee.core.cli import run
-from hashee.core.manifest import MANIFEST_MAX_BYTES
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.core.cli import run
+from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES
 
 MANIFEST: dict[str, Any] = {
     "schema_version": "1.0",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hashee.core import signing
+from hashee_sdk.core import signing
 from tests.core.test_cli import MANIFEST, run_failing, run_ok, write
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from hashee.core.diff import DiffResult, diff_manifests, diff_summary
+from hashee_sdk.core.diff import DiffResult, diff_manifests, diff_summary
 
 S = "/tools/read_file/input_schema"
 READ = "filesystem:read"

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from hashee.core.diff import diff_manifests
-from hashee.core.diff_support import json_key
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.diff_support import json_key
 
 NAMES = ("a", "b", "c", "d")
 EXTRA_NAMES = ("x", "y")

@@ -10,8 +10,8 @@ from typing import Any
 
 import jsonschema_rs
 
-from hashee.core.diff import diff_manifests
-from hashee.core.examples import ExampleBuilder, Probe, WorkBudget
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.core.examples import ExampleBuilder, Probe, WorkBudget
 from tests.core.test_diff import root, with_schema
 from tests.in_child import in_child
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from hashee.core.input_schema import check_input_schema, meta_schema_errors, meta_validator
+from hashee_sdk.core.input_schema import check_input_schema, meta_schema_errors, meta_validator
 
 STOCK = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from hashee.core.canonical import canonical_hash, canonicalize
-from hashee.core.manifest import (
+from hashee.errors import DETAIL_CODES
+from hashee_sdk.core.canonical import canonical_hash, canonicalize
+from hashee_sdk.core.manifest import (
     CAPABILITY_FLAGS,
     DEFAULT_TIMEOUT_MS,
     MANIFEST_MAX_BYTES,
@@ -25,7 +26,6 @@ from hashee.core.manifest import (
     validate_manifest,
     with_defaults,
 )
-from hashee.errors import DETAIL_CODES
 
 # The example of SPEC §3, verbatim.
 SPEC_EXAMPLE: dict[str, Any] = {

@@ -1,4 +1,5 @@
-"""hashee.core is pure Python: no Django (nor the Django-based stack) may be imported."""
+"""The pure contract library (hashee_sdk.core, and the server-only hashee.core) imports no Django
+(nor the Django-based stack)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CORE = ROOT / "hashee" / "core"
+SDK = ROOT / "sdk"
+CORES = {SDK: SDK / "hashee_sdk" / "core", ROOT: ROOT / "hashee" / "core"}  # import root → package
 BLOCKED = ("django", "rest_framework", "drf_spectacular", "channels", "channels_redis", "django_ratelimit")
 
-CORE_FILES = sorted(CORE.rglob("*.py"))
-CORE_MODULES = [".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for path in CORE_FILES]
+CORE_FILES = sorted(path for core in CORES.values() for path in core.rglob("*.py"))
+CORE_MODULES = [".".join(path.relative_to(base).with_suffix("").parts).removesuffix(".__init__")
+                for base, core in CORES.items() for path in sorted(core.rglob("*.py"))]
 
 
 def imported_names(tree: ast.AST) -> list[str]:
@@ -35,7 +38,7 @@ def imported_names(tree: ast.AST) -> list[str]:
 
 
 def test_there_are_core_modules_to_check() -> None:
-    assert "hashee.core.manifest" in CORE_MODULES and "hashee.core.canonical" in CORE_MODULES
+    assert "hashee_sdk.core.manifest" in CORE_MODULES and "hashee_sdk.core.canonical" in CORE_MODULES
 
 
 @pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
@@ -55,7 +58,7 @@ class RefuseDjango:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
             attempts.append(name)
-            raise ImportError(f"hashee.core must not import {name}")
+            raise ImportError(f"the pure core must not import {name}")
         return None
 
 sys.meta_path.insert(0, RefuseDjango())
@@ -72,7 +75,7 @@ print(json.dumps({"failures": failures, "attempts": attempts, "loaded": loaded})
 
 def test_importing_every_core_module_loads_no_django() -> None:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(SDK)])
     completed = subprocess.run(
         [sys.executable, "-c", IMPORT_EVERYTHING, json.dumps(BLOCKED), json.dumps(CORE_MODULES)],
         cwd=ROOT,

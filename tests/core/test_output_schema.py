@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from hashee.core.manifest import manifest_json_schema, validate_manifest
 from hashee.errors import DETAIL_CODES
+from hashee_sdk.core.manifest import manifest_json_schema, validate_manifest
 from tests.core.test_manifest import example
 
 OUT = "/tools/0/output_schema"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from hashee.core import signing
-from hashee.core.canonical import canonicalize
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import canonicalize
 
 # RFC 8037 Appendix A.1's key; A.3 gives its thumbprint.
 PRIVATE_JWK = {"kty": "OKP", "crv": "Ed25519", "d": "nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A",

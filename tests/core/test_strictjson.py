@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from hashee.core.strictjson import MAX_DEPTH, MalformedJSON, loads_strict
+from hashee_sdk.core.strictjson import MAX_DEPTH, MalformedJSON, loads_strict
 
 
 def nested(depth: int, open_: str = "[", close: str = "]") -> str:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from agents.demo import DEMO_MANIFEST
-from hashee.core.toolspec import FORMATS, callable_tools, tool_description, tool_list
+from hashee_sdk.core.toolspec import FORMATS, callable_tools, tool_description, tool_list
 
 PRESETS = {"agent.cap.read_file.description": "Read a file"}
 

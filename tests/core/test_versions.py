@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hashee.core.versions import raises_major, version_bump_warnings
 from hashee.errors import DETAIL_CODES
+from hashee_sdk.core.versions import raises_major, version_bump_warnings
 
 CASES = [
     # previous, current, breaking, warned

@@ -19,11 +19,11 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from agents.models import ApiKey
-from hashee.core import signing
+from hashee_sdk import KeyPair
+from hashee_sdk.core import signing
 from relations import services as relation_services
 from tests.hostile import api_routes, db_dump
 from toolcalls.keydir_models import RuntimeKey
-from toolcalls.sdk import KeyPair
 
 pytestmark = pytest.mark.django_db
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
+from hashee_sdk import statements, wire
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.envelope import open_copy
 from tests.interop import vectors
-from toolcalls.sdk import statements, wire
-from toolcalls.sdk.crypto import KeyPair, PublicKeys
-from toolcalls.sdk.envelope import open_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "docs" / "wire-vectors.json"

@@ -13,10 +13,10 @@ from typing import Any
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
-from hashee.core import signing
-from toolcalls.sdk import statements, wire
-from toolcalls.sdk.crypto import KeyPair
-from toolcalls.sdk.envelope import Recipient, seal_copy, signed_bytes
+from hashee_sdk import statements, wire
+from hashee_sdk.core import signing
+from hashee_sdk.crypto import KeyPair
+from hashee_sdk.envelope import Recipient, seal_copy, signed_bytes
 
 RELATION_ID = "7d1f4f0e-1111-4a4a-9b9b-000000000001"
 AGENT_ID = "7d1f4f0e-2222-4a4a-9b9b-000000000002"

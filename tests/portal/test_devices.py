@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.test import Client
 
+from hashee_sdk import KeyPair, statements
 from tests.portal.test_views import browser_for
 from toolcalls.keydir_models import DeviceKey
 from toolcalls.keydir_services import Approval, device_key_register
-from toolcalls.sdk import KeyPair, statements
 
 
 def _publish(user: User, device_id: str, approver: KeyPair | None = None) -> KeyPair:

@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from agents import services as agent_services
 from agents.models import Agent
-from hashee.core.diff_support import Rule
-from hashee.core.manifest import validate_manifest
+from hashee_sdk.core.diff_support import Rule
+from hashee_sdk.core.manifest import validate_manifest
 from portal.activity import describe
 from portal.presentation import RULE_TEXT
 from portal.problems import problem_message

@@ -8,12 +8,12 @@ from typing import Any
 
 from agents import identity as identity_services
 from agents.models import Agent
-from hashee.core import signing
+from hashee_sdk import KeyPair, statements
+from hashee_sdk.core import signing
 from relations.models import Relation
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY
 from tests.portal.test_views import browser_for
 from toolcalls.keydir_services import device_key_register
-from toolcalls.sdk import KeyPair, statements
 
 NUMBER = re.compile(r"data-safety-digits>((?:\d{5} ){11}\d{5})<")
 

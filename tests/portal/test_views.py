@@ -298,7 +298,7 @@ def test_a_disconnected_agent_shows_once_without_its_old_permissions_and_offers_
 def test_an_identified_agents_editor_asks_for_the_signature_and_saves_it_verified(
         alice: User, agent: Agent, manifest: dict[str, Any]) -> None:
     from agents.identity import identity_key_publish
-    from hashee.core import signing
+    from hashee_sdk.core import signing
 
     key = signing.generate_private_jwk()
     identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(key))

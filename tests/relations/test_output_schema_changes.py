@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent, ManifestVersion
 from eventlog.models import Event
-from hashee.core.canonical import canonical_hash
+from hashee_sdk.core.canonical import canonical_hash
 from relations.models import Relation
 
 pytestmark = pytest.mark.django_db

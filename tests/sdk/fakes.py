@@ -9,9 +9,9 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from hashee.core.canonical import canonical_hash
-from toolcalls.sdk import KeyPair
-from toolcalls.sdk.rest import HttpResponse
+from hashee_sdk import KeyPair
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.rest import HttpResponse
 
 RELATION_ID = "7d1f4f0e-1111-4a4a-9b9b-000000000001"
 AGENT_ID = "7d1f4f0e-2222-4a4a-9b9b-000000000002"

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from tests.sdk.fakes import AGENT_ID, MANIFEST_HASH, RELATION_ID, FakeServer, manifest, typed_manifest
-from tests.sdk.test_client import Clock, Handlers, Prompt, make_client
-from toolcalls.sdk import (
+from hashee_sdk import (
     AgentRuntime,
     ArgumentsInvalid,
     KeyPair,
@@ -31,8 +29,10 @@ from toolcalls.sdk import (
     open_copy,
     seal,
 )
-from toolcalls.sdk.agent import _Pending
-from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT
+from hashee_sdk.agent import _Pending
+from hashee_sdk.wire import AGENT_TO_USER, USER_TO_AGENT
+from tests.sdk.fakes import AGENT_ID, MANIFEST_HASH, RELATION_ID, FakeServer, manifest, typed_manifest
+from tests.sdk.test_client import Clock, Handlers, Prompt, make_client
 
 T0 = 1_767_225_600.0
 T0_MS = int(T0 * 1000)

@@ -10,8 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from hashee.core.canonical import canonicalize
-from toolcalls.sdk import AuditLog
+from hashee_sdk import AuditLog
+from hashee_sdk.core.canonical import canonicalize
 
 T0 = 1_767_225_600.0
 DAY = 86400.0

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from hashee.core.canonical import canonical_hash
+from hashee_sdk import KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode, reply_key_id
 from tests.sdk.fakes import AGENT_ID, AGENT_NAME, MANIFEST_HASH, RELATION_ID, FakeServer, typed_manifest
-from toolcalls.sdk import KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
-from toolcalls.sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode, reply_key_id
 
 T0 = 1_767_225_600.0
 T0_MS = int(T0 * 1000)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from hashee.errors import DENIAL_REASONS, TOOL_ERROR_CODES
+from hashee_sdk import contract
+from hashee_sdk.contract import compile_manifest, decide, normalize_reason
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 from tests.sdk.fakes import ALL_SCOPES, manifest
-from toolcalls.sdk import contract
-from toolcalls.sdk.contract import compile_manifest, decide, normalize_reason
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
 
 SUBJECT = PolicySubject("laptop", "session-1", "agent-1")
 NOW = 1_767_225_600.0

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from hashee_sdk.contract import MAX_MANIFEST_PATTERNS, compile_manifest, decide
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 from tests.in_child import in_child
 from tests.sdk.fakes import ALL_SCOPES, manifest
-from toolcalls.sdk.contract import MAX_MANIFEST_PATTERNS, compile_manifest, decide
-from toolcalls.sdk.policy import PolicySubject, SensitivityPolicy
 
 SUBJECT = PolicySubject("laptop", "session-1", "agent-1")
 EVIL = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolcalls.sdk import KeyPair, PublicKeys
-from toolcalls.sdk.errors import InvalidPublicKey
-from toolcalls.sdk.wire import key_id_for
+from hashee_sdk import KeyPair, PublicKeys
+from hashee_sdk.errors import InvalidPublicKey
+from hashee_sdk.wire import key_id_for
 
 
 @pytest.fixture(scope="module")

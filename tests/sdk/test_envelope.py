@@ -10,11 +10,11 @@ import nacl.exceptions
 import pytest
 from nacl.public import Box, PrivateKey, PublicKey
 
-from hashee.core.canonical import canonicalize
-from toolcalls.sdk import statements, wire
-from toolcalls.sdk.crypto import KeyPair
-from toolcalls.sdk.envelope import MAX_COPIES, Recipient, open_copy, seal, sender_key_id
-from toolcalls.sdk.errors import (
+from hashee_sdk import statements, wire
+from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.crypto import KeyPair
+from hashee_sdk.envelope import MAX_COPIES, Recipient, open_copy, seal, sender_key_id
+from hashee_sdk.errors import (
     BadSignature,
     DecryptionFailed,
     MalformedEnvelope,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from websockets.asyncio.server import Request, Response, ServerConnection, serve
 
-from toolcalls.sdk import events
-from toolcalls.sdk.errors import SocketRefused
+from hashee_sdk import events
+from hashee_sdk.errors import SocketRefused
 
 
 class EventServer:
@@ -92,8 +92,8 @@ def test_the_reconnection_delay_is_jittered() -> None:
 
 
 def test_a_restarted_client_resumes_where_the_last_one_stopped(tmp_path: Any) -> None:
+    from hashee_sdk import AuditLog
     from tests.sdk.test_client import make_client
-    from toolcalls.sdk import AuditLog
 
     server = EventServer([], frames=3)
 

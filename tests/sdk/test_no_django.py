@@ -1,4 +1,4 @@
-"""toolcalls.sdk is pure Python: it imports, and works, without Django or its settings."""
+"""hashee_sdk is pure Python: it imports, and works, without Django or its settings."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 from tests.core.test_no_django import BLOCKED, imported_names
 
 ROOT = Path(__file__).resolve().parents[2]
-SDK_FILES = sorted((ROOT / "toolcalls" / "sdk").rglob("*.py"))
+SDK_FILES = sorted((ROOT / "sdk" / "hashee_sdk").rglob("*.py"))
 
 SCRIPT = """
 import asyncio, json, sys
-import toolcalls.sdk
-from toolcalls.sdk import AuditLog, KeyPair, Recipient, compile_manifest, open_copy, seal
+import hashee_sdk
+from hashee_sdk import AuditLog, KeyPair, Recipient, compile_manifest, open_copy, seal
 
 agent, bob = KeyPair.generate(), KeyPair.generate()
 envelope = seal({"call_id": "c1"}, sender=agent, recipients=[Recipient.of(bob.public)], relation_id="r",
@@ -43,9 +43,9 @@ def test_no_sdk_source_file_imports_django(path: Path) -> None:
 
 def test_the_sdk_imports_and_works_without_django_settings() -> None:
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(ROOT / "sdk")
 
-    completed = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(BLOCKED)], cwd=ROOT, env=env,
+    completed = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(BLOCKED)], cwd=ROOT / "sdk", env=env,
                                capture_output=True, text=True, timeout=120, check=True)
 
     report = json.loads(completed.stdout.strip().splitlines()[-1])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolcalls.sdk.policy import MEDIUM_WINDOW_S, PolicySubject, SensitivityPolicy
+from hashee_sdk.policy import MEDIUM_WINDOW_S, PolicySubject, SensitivityPolicy
 
 BOB = PolicySubject("laptop", "session-1", "agent-1")
 T0 = 1_767_225_600.0

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from toolcalls.sdk import ApiError, HttpxTransport, RateLimited
-from toolcalls.sdk import rest as rest_module
-from toolcalls.sdk.errors import TransportFailed
-from toolcalls.sdk.events import _frame, socket_url
-from toolcalls.sdk.rest import call_api, send_message
+from hashee_sdk import ApiError, HttpxTransport, RateLimited
+from hashee_sdk import rest as rest_module
+from hashee_sdk.errors import TransportFailed
+from hashee_sdk.events import _frame, socket_url
+from hashee_sdk.rest import call_api, send_message
 
 ENVELOPE = {"v": 1, "alg": "x", "sender_key_id": "k_a", "recipient_key_id": "k_b", "nonce": "n", "ciphertext": "c"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from nacl.signing import SigningKey
 
-from toolcalls.sdk import statements
-from toolcalls.sdk.crypto import KeyPair
+from hashee_sdk import statements
+from hashee_sdk.crypto import KeyPair
 
 
 def test_an_approved_device_vouches_for_a_new_one() -> None:

@@ -7,8 +7,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hashee.core.canonical import canonical_hash
-from toolcalls.sdk.rest import HttpResponse, Transport
+from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.rest import HttpResponse, Transport
 
 Rewrite = Callable[[Any], Any]
 

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolCallTimeout, ToolResult, UserClient, seal
+from hashee_sdk.wire import AGENT_TO_USER
 from tests.sdk.fakes import AGENT_ID, RELATION_ID, FakeServer
 from tests.sdk.test_client import Clock, Handlers, Prompt
 from tests.sdk_trust.lying import LyingTransport
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolCallTimeout, ToolResult, UserClient, seal
-from toolcalls.sdk.wire import AGENT_TO_USER
 
 
 class Scene:

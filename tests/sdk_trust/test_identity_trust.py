@@ -18,13 +18,7 @@ from nacl.public import PrivateKey
 from agents import identity as identity_services
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
-from hashee.core import signing
-from relations import services as relation_services
-from relations.models import Relation
-from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
-from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
-from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
-from toolcalls.sdk import (
+from hashee_sdk import (
     AgentRuntime,
     AuditLog,
     KeyPair,
@@ -36,9 +30,15 @@ from toolcalls.sdk import (
     seal,
     statements,
 )
-from toolcalls.sdk.errors import ToolCallTimeout
-from toolcalls.sdk.rest import send_message
-from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
+from hashee_sdk.core import signing
+from hashee_sdk.errors import ToolCallTimeout
+from hashee_sdk.rest import send_message
+from hashee_sdk.wire import AGENT_TO_USER, b64encode
+from relations import services as relation_services
+from relations.models import Relation
+from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
+from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
+from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

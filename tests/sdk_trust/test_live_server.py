@@ -17,14 +17,14 @@ from nacl.public import PrivateKey
 
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ResultInvalid, ToolResult, UserClient, seal
+from hashee_sdk.contract import CompiledTool
+from hashee_sdk.rest import send_message
+from hashee_sdk.wire import AGENT_TO_USER, b64encode
 from relations import services as relation_services
 from relations.models import Relation
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, settle_relation
 from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ResultInvalid, ToolResult, UserClient, seal
-from toolcalls.sdk.contract import CompiledTool
-from toolcalls.sdk.rest import send_message
-from toolcalls.sdk.wire import AGENT_TO_USER, b64encode
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

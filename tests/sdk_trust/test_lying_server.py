@@ -7,12 +7,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from hashee.core.canonical import canonical_hash
+from hashee_sdk import KeyPair, ToolResult
+from hashee_sdk.core.canonical import canonical_hash
 from tests.sdk.fakes import RELATION_ID, manifest
 from tests.sdk.test_client import tool_call
 from tests.sdk_trust.lying import add_agent_key, add_device, serve_manifest, settle_relation
 from tests.sdk_trust.scene import Scene, run
-from toolcalls.sdk import KeyPair, ToolResult
 
 PASSWD = ["/etc/passwd", "/etc/shadow"]
 

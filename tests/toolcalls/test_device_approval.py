@@ -12,9 +12,9 @@ from rest_framework.test import APIClient
 
 from agents.apikey_services import api_key_create
 from agents.models import Agent
+from hashee_sdk import KeyDirectory, KeyPair, statements
 from relations.models import Relation
 from tests.toolcalls.test_roundtrip import ApiClientTransport
-from toolcalls.sdk import KeyDirectory, KeyPair, statements
 
 pytestmark = pytest.mark.django_db
 

@@ -10,11 +10,11 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from agents.models import Agent
+from hashee_sdk import KeyPair, statements
+from hashee_sdk.wire import b64encode
 from relations.models import Relation
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.keydir_services import MAX_DEVICE_KEYS
-from toolcalls.sdk import KeyPair, statements
-from toolcalls.sdk.wire import b64encode
 
 pytestmark = pytest.mark.django_db
 

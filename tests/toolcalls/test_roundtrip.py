@@ -32,10 +32,10 @@ from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from eventlog.models import Event
 from hashee.asgi import application
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient
+from hashee_sdk.rest import HttpResponse
 from relations import services as relation_services
 from toolcalls.models import Message
-from toolcalls.sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient
-from toolcalls.sdk.rest import HttpResponse
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -209,7 +209,7 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
 def everything_logged(caplog: pytest.LogCaptureFixture, settings: Any) -> pytest.LogCaptureFixture:
     settings.DEBUG = True  # Django logs every SQL statement with its parameters at DEBUG
     caplog.set_level(logging.DEBUG)
-    for name in [*logging.root.manager.loggerDict, "django.db.backends", "django.request", "toolcalls.sdk"]:
+    for name in [*logging.root.manager.loggerDict, "django.db.backends", "django.request", "hashee_sdk"]:
         caplog.set_level(logging.DEBUG, logger=name)
     return caplog
 
@@ -266,8 +266,8 @@ def _manage(env: dict[str, str], *args: str) -> str:
 def live_server_env(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A uvicorn server on its own SQLite file, with alice (owner) and bob."""
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", PYTHONPATH=str(ROOT),
-               DJANGO_SECRET_KEY=secrets.token_urlsafe(40))
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "sdk")]))  # this checkout's hashee_sdk too
     _manage(env, "migrate", "--noinput", "-v0")
     env["HASHEE_OWNER_KEY"] = _manage(env, "seed_demo")
     env["HASHEE_USER_KEY"] = _manage(env, "create_api_key", "bob")

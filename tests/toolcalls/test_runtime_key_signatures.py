@@ -10,9 +10,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from agents.models import Agent
+from hashee_sdk import KeyPair, statements
 from relations.models import Relation
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, register, rotation
-from toolcalls.sdk import KeyPair, statements
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from hashee.core import cli
+from hashee_sdk.core import cli
 
 
 class Command(BaseCommand):

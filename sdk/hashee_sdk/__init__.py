@@ -1,0 +1,98 @@
+"""The Hashee tool-call SDK: pure Python (no Django), for user clients and agent runtimes.
+
+Every tool_call and tool_response travels in a version 2 envelope (docs/wire-spec.md):
+signed (Ed25519) and encrypted from a fresh X25519 key per copy, one copy per trusted
+device of the user; the response is sealed to a reply key that lives for one call. The
+server only routes, stores and rate-limits opaque envelopes, and the SDK believes nothing
+it says without checking (SPEC §9): pinned keys, verified manifest hashes, consent bound
+to the acknowledged version, expiry and a persistent replay record.
+
+User client (docs/wire-spec.md §4: envelope → expiry → replay → manifest → SPEC §6 group →
+declared → pending re-consent → granted → arguments → policy → prompt → handler → audit)::
+
+    keys = KeyPair.generate()                      # persist keys.secret() locally
+    client = UserClient(transport=HttpxTransport(url, "hsk_…"), keys=keys, device_id="laptop",
+                        prompt=ask_on_terminal, handlers={"read_file": read_file},
+                        audit=AuditLog("audit.sqlite3"))   # also holds the replay record and pins
+    await client.register_device()                 # POST /keys/devices
+    await client.listen(url, "hsk_…")              # /ws/events, resumed; or await client.poll(since)
+
+Agent runtime::
+
+    agent = AgentRuntime(transport=HttpxTransport(url, "hak_…"), agent_id=AGENT_ID,
+                         keys=KeyPair.generate(), manifest=MANIFEST)   # the published manifest
+    await agent.register_key()                     # POST /agents/{id}/keys
+    listener = asyncio.create_task(agent.listen(url, "hak_…"))   # /ws/agent
+    result = await agent.call_tool(relation_id, "read_file", {"path": "notes.txt"})
+    text = result.unwrap()                         # ToolCallFailed if denied or error
+
+The ``async with`` forms, with tools declared from type hints and keys kept on disk::
+
+    @tool(scope="notes:read", sensitivity="low")
+    def read_note(title: str) -> str: ...          # input_schema from the hints (pydantic)
+    manifest = manifest_from_tools([read_note], agent_version="1.0.0")   # what the owner publishes
+
+    async with Device(url, "hsk_…", tools=[read_note], keystore=KeyStore("~/.hashee/device"),
+                      prompt=ask) as device:
+        await device.serve_forever()
+    async with Agent(url, "hak_…", agent_id=AGENT_ID, keystore=KeyStore("~/.hashee/agent")) as agent:
+        result = await agent.call_tool(relation_id, "read_note", {"title": "groceries"})  # NotListening if offline
+
+Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
+ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ResultInvalid (a result that breaks
+the tool's output_schema), ApiError, and the EnvelopeError family for refused envelopes.
+"""
+
+from __future__ import annotations
+
+from hashee_sdk.agent import AgentRuntime, ToolResult
+from hashee_sdk.audit import AuditEntry, AuditLog
+from hashee_sdk.client import PromptRequest, UserClient
+from hashee_sdk.contract import CompiledManifest, Decision, compile_manifest, decide
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
+from hashee_sdk.errors import (
+    ApiError,
+    ArgumentsInvalid,
+    BadSignature,
+    CallExpired,
+    CallMalformed,
+    CallReplayed,
+    DecryptionFailed,
+    EnvelopeError,
+    MalformedEnvelope,
+    ManifestNotPublished,
+    ManifestUnverified,
+    NoRecipientKey,
+    RateLimited,
+    ResultInvalid,
+    SdkError,
+    ToolCallFailed,
+    ToolCallTimeout,
+    ToolNotDeclared,
+    UnknownSender,
+    WebhookInvalid,
+    WrongContext,
+    WrongRecipient,
+)
+from hashee_sdk.keys import KeyDirectory, RelationKeys
+from hashee_sdk.keystore import KeyStore, KeyStoreError
+from hashee_sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
+from hashee_sdk.runtime import Agent, Device, NotListening
+from hashee_sdk.store import LocalStore
+from hashee_sdk.tools import ManifestInvalid, Tool, manifest_from_tools, tool
+from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
+from hashee_sdk.views import RelationView
+
+__all__ = [
+    "Agent", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature",
+    "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Decision", "DecryptionFailed", "Device",
+    "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "KeyStore",
+    "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid", "ManifestNotPublished",
+    "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening", "OpenedCopy", "PolicySubject",
+    "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView", "ResultInvalid", "SdkError",
+    "SensitivityPolicy", "Tool", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport",
+    "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient",
+    "compile_manifest", "decide", "manifest_from_tools", "open_copy", "seal", "tool",
+]

@@ -1,0 +1,328 @@
+"""The agent runtime: send tool calls, match the answers by their reply key.
+
+``call_tool`` validates the arguments against the agent's own manifest (defaults applied)
+before anything leaves the process and checks that this manifest is the one the agent
+publishes (``GET /agents/{id}``): the call names its version and hash (SPEC §9.3), and a
+runtime whose manifest is not the published one refuses to call (:class:`ManifestNotPublished`).
+It then seals one version 2 envelope (docs/wire-spec.md §4) with a copy for every trusted
+device of the user (pinned on first sight; ``device_id=`` narrows to one), carrying a
+fresh X25519 ``reply_key`` and an ``expires_at`` at most ``timeout_ms`` + 60 s ahead,
+posts it as ``artifact_tool_call`` and waits — never past ``expires_at`` — for the first
+``tool_response`` sealed to that reply key and signed by one of those devices, from the
+agent socket (``listen``/``handle_frame``), polling (``poll``) or a webhook
+(``handle_webhook``). Later answers are ignored. An ``ok`` answer whose result does not
+conform to the tool's ``output_schema`` in this (published) manifest is refused: the call
+raises :class:`ResultInvalid` (SPEC §10.4). The reply key's private half is dropped
+when the call resolves or times out, so a later theft of the runtime's keys opens no
+stored response. A 429 is raised at once as :class:`RateLimited` with ``retry_after``
+seconds; nothing is retried behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nacl.public import PrivateKey
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from hashee_sdk import contract, envelope, statements, wire
+from hashee_sdk.contract import CompiledTool
+from hashee_sdk.core import signing
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.envelope import Recipient
+from hashee_sdk.errors import (
+    ApiError,
+    ArgumentsInvalid,
+    EnvelopeError,
+    ManifestNotPublished,
+    NoRecipientKey,
+    ResultInvalid,
+    ToolCallFailed,
+    ToolCallTimeout,
+    ToolNotDeclared,
+    WebhookInvalid,
+    WrongRecipient,
+)
+from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.keys import KeyDirectory, root_device
+from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
+from hashee_sdk.rest import Transport, call_api, send_message
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import USER, KeyPins
+
+logger = logging.getLogger(__name__)
+NETWORK_ALLOWANCE_S = 10.0
+# docs/wire-spec.md §4: expires_at is at most timeout_ms + 60 s after the call is signed.
+EXPIRY_SLACK_MS = 60_000
+PUBLISHED_TTL_S = 60.0
+CURSOR = "agent-events"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A verified tool_response. ``status`` is ok, error or denied."""
+
+    call_id: str
+    status: str
+    result: Any = None
+    reason: str | None = None
+    details: tuple[Any, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def unwrap(self) -> Any:
+        """The result; raises ToolCallFailed for ``denied`` and ``error``."""
+        if not self.ok:
+            raise ToolCallFailed(self.call_id, self.status, self.reason, list(self.details))
+        return self.result
+
+
+def tool_result_from(artifact: Mapping[str, Any], call_id: str) -> ToolResult:
+    """Read a tool_response; a malformed one reads as ``error: TOOL_PLATFORM_ERROR``."""
+    status = artifact.get("status")
+    if artifact.get("subtype") != "tool_response" or status not in contract.RESPONSE_STATUSES:
+        return ToolResult(call_id, "error", reason="TOOL_PLATFORM_ERROR")
+    details = artifact.get("details")
+    return ToolResult(call_id, str(status), artifact.get("result") if status == "ok" else None,
+                      contract.normalize_reason(artifact.get("reason")),
+                      tuple(details) if isinstance(details, list) else ())
+
+
+def _check_canonical(name: str, arguments: Any) -> None:
+    try:
+        canonicalize(arguments)
+    except CanonicalizationError as exc:
+        raise ArgumentsInvalid(name, [{"path": "/arguments" + exc.path, "code": "NOT_CANONICALIZABLE",
+                                       "message": exc.message}]) from None
+
+
+@dataclass
+class _Pending:
+    call_id: str
+    relation_id: str
+    tool: CompiledTool  # of the manifest the call names: its output_schema checks the result
+    devices: dict[str, PublicKeys]  # the devices the call was sealed to: the only ones that may answer
+    reply_key: PrivateKey
+    future: asyncio.Future[ToolResult]
+    message_id: str | None = None
+
+
+class AgentRuntime(FrameConsumer):
+    """One agent runtime process, holding one agent key pair and the agent's manifest.
+    ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
+    across restarts). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
+    the runtime may hold it, signs the runtime key it publishes; otherwise pass a signature
+    made offline to :meth:`register_key`."""
+
+    def __init__(self, *, transport: Transport, agent_id: str, keys: KeyPair, manifest: Mapping[str, Any],
+                 clock: Callable[[], float] = time.time, keydir: KeyDirectory | None = None,
+                 prompt_allowance_s: float = HIGH_PROMPT_TIMEOUT_S, store: LocalStore | None = None,
+                 identity_key: Mapping[str, str] | None = None) -> None:
+        self.identity_key = dict(identity_key) if identity_key is not None else None
+        self.transport = transport
+        self.agent_id = str(agent_id)
+        self.keys = keys
+        self.manifest = contract.compile_manifest(manifest)
+        self.clock = clock
+        self.store = store if store is not None else LocalStore()
+        self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=USER,
+                                                                     pins=KeyPins(self.store))
+        self.prompt_allowance_s = prompt_allowance_s
+        self._pending: dict[str, _Pending] = {}  # by reply key id
+        self._published: tuple[int, float] | None = None  # (version, when checked)
+
+    @property
+    def pending_calls(self) -> int:
+        return len(self._pending)
+
+    async def register_key(self, *, identity_signature: str | None = None) -> dict[str, Any]:
+        """Publish this runtime's public keys (``POST /agents/{id}/keys``), vouched for by
+        the agent's identity when it has one (``identity_signature``, or ``identity_key``)."""
+        if identity_signature is None and self.identity_key is not None:
+            identity_signature = statements.sign_runtime_key(self.identity_key, agent_id=self.agent_id,
+                                                             key_id=self.keys.key_id)
+        return await self.keydir.register_agent_key(self.agent_id, self.keys.public,
+                                                    identity_signature=identity_signature)
+
+    async def safety_number(self, relation_id: str) -> str | None:
+        """The relation's safety number as this side sees it (the agent's identity and the
+        user's first trusted device), for the owner to compare with the user's; None when
+        the agent has no identity key."""
+        identity = (signing.public_of(self.identity_key) if self.identity_key is not None
+                    else await self.keydir.served_identity(self.agent_id))
+        root = root_device(await self.keydir.relation(str(relation_id)))
+        if identity is None or root is None:
+            return None
+        return statements.safety_number(agent_id=self.agent_id, agent_identity=signing.b64url_decode(identity["x"]),
+                                        user_root_device=root.keys.ed25519)
+
+    def validate(self, name: str, arguments: Any) -> CompiledTool:
+        """The declared tool; raises ToolNotDeclared or ArgumentsInvalid (with details)."""
+        tool = self.manifest.tools.get(name)
+        if tool is None:
+            raise ToolNotDeclared(f"{name!r} is not declared in this agent's manifest")
+        if tool.validator is None or not tool.validator.is_valid(arguments):
+            details = list(tool.validator.details(arguments)) if tool.validator is not None else []
+            raise ArgumentsInvalid(name, details)
+        return tool
+
+    def default_timeout(self, tool: CompiledTool) -> float:
+        """The tool's own timeout, plus a prompt and the network."""
+        return tool.timeout_ms / 1000 + self.prompt_allowance_s + NETWORK_ALLOWANCE_S
+
+    async def published_version(self, *, refresh: bool = False) -> int:
+        """The version under which the agent publishes this runtime's manifest (checked at
+        most once a minute). Raises ManifestNotPublished, ApiError."""
+        cached = self._published
+        if cached is not None and not refresh and self.clock() - cached[1] < PUBLISHED_TTL_S:
+            return cached[0]
+        self._published = None
+        agent = await call_api(self.transport, "GET", f"/agents/{self.agent_id}")
+        version = agent.get("capability_manifest_version") if isinstance(agent, dict) else None
+        if type(version) is not int or agent.get("capability_manifest_hash") != self.manifest.hash:
+            raise ManifestNotPublished(f"agent {self.agent_id} publishes another manifest than this runtime's "
+                                       f"(hash {self.manifest.hash[:12]}…): publish it before calling tools")
+        self._published = (version, self.clock())
+        return version
+
+    async def call_tool(self, relation_id: str, name: str, arguments: Mapping[str, Any], *,
+                        timeout: float | None = None, device_id: str | None = None) -> ToolResult:
+        """Call a tool on the user's devices and wait for the first verified answer.
+
+        Raises ToolNotDeclared, ArgumentsInvalid, ManifestNotPublished, NoRecipientKey,
+        RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout, ResultInvalid."""
+        relation_id = str(relation_id)
+        tool = self.validate(name, arguments)
+        _check_canonical(name, arguments)
+        version = await self.published_version()
+        devices = await self._recipients(relation_id, device_id)
+        wait = min(timeout if timeout is not None else self.default_timeout(tool),
+                   (tool.timeout_ms + EXPIRY_SLACK_MS) / 1000)
+        now_ms = int(self.clock() * 1000)
+        reply_key, call_id = PrivateKey.generate(), f"call_{uuid.uuid4().hex}"
+        call = {"subtype": "tool_call", "call_id": call_id, "tool_name": name,
+                "arguments": dict(arguments), "permission_scope": tool.scope, "timeout_ms": tool.timeout_ms,
+                "manifest_version": version, "manifest_hash": self.manifest.hash,
+                "reply_key": wire.b64encode(bytes(reply_key.public_key)), "expires_at": now_ms + int(wait * 1000)}
+        sealed = envelope.seal(call, sender=self.keys, recipients=[Recipient.of(d) for d in devices],
+                               relation_id=relation_id, direction=wire.AGENT_TO_USER, now_ms=now_ms)
+        pending = _Pending(call_id, relation_id, tool, {d.key_id: d for d in devices}, reply_key,
+                           asyncio.get_running_loop().create_future())
+        reply_key_id = wire.reply_key_id(bytes(reply_key.public_key))
+        self._pending[reply_key_id] = pending
+        try:
+            sent = await send_message(self.transport, relation_id=relation_id, msg_subtype="artifact_tool_call",
+                                      payload=sealed)
+            pending.message_id = str(sent.get("message_id") or "") or None
+            try:
+                return await asyncio.wait_for(pending.future, wait)
+            except TimeoutError:
+                raise ToolCallTimeout(pending.call_id, wait) from None
+        finally:
+            del self._pending[reply_key_id]  # with it goes the only copy of the reply key's private half
+
+    async def _recipients(self, relation_id: str, device_id: str | None) -> list[PublicKeys]:
+        for refresh in (False, True):
+            keys = await self.keydir.relation(relation_id, refresh=refresh)
+            devices = keys.devices(device_id)
+            if devices:
+                return [d.keys for d in devices][-envelope.MAX_COPIES:]
+        raise NoRecipientKey(f"the user of relation {relation_id} has no trusted device key")
+
+    # --- answers ---------------------------------------------------------------------
+
+    async def handle_frame(self, frame: Mapping[str, Any]) -> None:
+        """Act on one event frame (socket, poll or webhook)."""
+        kind, data = frame.get("type"), frame.get("data") or {}
+        if kind == "message.new":
+            await self._on_message(str(data.get("relation_id")), data.get("message") or {})
+        elif kind == "h2a.relation_revoked":
+            relation_id = str((data.get("relation") or {}).get("relation_id"))
+            for pending in list(self._pending.values()):
+                if pending.relation_id == relation_id and not pending.future.done():
+                    pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
+        elif kind in ("h2a.reauth_required", "agent.manifest_updated"):
+            self._published = None
+        elif kind == "resync_required":
+            self._published = None
+            self.keydir.forget()
+            await self._refetch_answers()
+
+    async def _refetch_answers(self) -> None:
+        """After a gap in the event log, read the pending calls' relations for their answers."""
+        for relation_id, after in {(p.relation_id, p.message_id) for p in self._pending.values() if p.message_id}:
+            try:
+                page = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/messages?after={after}")
+            except ApiError as exc:
+                logger.warning("answers of relation %s not refetched: %s", relation_id, exc.code)
+                continue
+            for message in page.get("messages") or []:
+                await self._on_message(relation_id, message)
+
+    async def handle_webhook(self, body: bytes | str, headers: Mapping[str, str], *, secret: str) -> None:
+        """Verify a Standard Webhooks request with the agent's ``whsec_`` secret, then act on
+        it like a socket frame. Raises WebhookInvalid."""
+        try:
+            payload = Webhook(secret).verify(body, dict(headers))
+        except (WebhookVerificationError, ValueError):
+            raise WebhookInvalid("the webhook signature does not verify") from None
+        if isinstance(payload, dict):
+            await self.handle_frame({"type": payload.get("type"), "data": payload.get("data")})
+
+    async def listen(self, base_url: str, token: str, *, since: int | None = None,
+                     connected: asyncio.Event | None = None) -> None:
+        """Serve ``/ws/agent`` until cancelled, from ``since`` (default: where the last run stopped)."""
+        await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
+                     since=since if since is not None else self.store.cursor(CURSOR),
+                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last))
+
+    async def _on_message(self, relation_id: str, message: Mapping[str, Any]) -> None:
+        if message.get("msg_subtype") != "artifact_response" or message.get("sender") != "user":
+            return
+        payload = message.get("payload")
+        found = self._pending_for(payload)
+        if found is None:
+            return  # nothing waits on this reply key: do not even open it
+        reply_key_id, pending = found
+        if pending.future.done():
+            return  # the first answer won
+        try:
+            opened = envelope.open_copy(payload, recipient_key_id=reply_key_id, recipient_x25519=pending.reply_key,
+                                        senders=pending.devices, relation_id=pending.relation_id,
+                                        direction=wire.USER_TO_AGENT)
+        except WrongRecipient:
+            return
+        except EnvelopeError as exc:
+            logger.warning("tool_response refused: %s", type(exc).__name__)
+            return
+        if relation_id != pending.relation_id or opened.artifact.get("call_id") != pending.call_id:
+            logger.warning("tool_response for another relation or call ignored")
+            return
+        result = tool_result_from(opened.artifact, pending.call_id)
+        output = pending.tool.output
+        if result.ok and output is not None and not output.is_valid(result.result):
+            logger.warning("tool_response of %s refused: the result breaks its output_schema", pending.tool.name)
+            pending.future.set_exception(ResultInvalid(pending.call_id, pending.tool.name,
+                                                       list(output.details(result.result))))
+            return
+        pending.future.set_result(result)
+
+    def _pending_for(self, payload: Any) -> tuple[str, _Pending] | None:
+        try:
+            envelope.sender_key_id(payload)  # the shape, before looking inside
+        except EnvelopeError:
+            return None
+        for copy in payload["copies"]:
+            pending = self._pending.get(copy["recipient_key_id"])
+            if pending is not None:
+                return copy["recipient_key_id"], pending
+        return None

@@ -1,0 +1,113 @@
+"""Event frames over the server's sockets (``/ws/events`` for users, ``/ws/agent`` for
+agent runtimes), resumed with ``?since=`` after a drop.
+
+Only a refused token (HTTP 401 or 403 at the handshake) ends :func:`listen`, with
+:class:`SocketRefused`; anything else (a dropped connection, a 5xx, a restarting server)
+reconnects after a jittered backoff, so a fleet of clients does not return in lockstep.
+``on_cursor`` is told the id of every frame handled: persist it, and a restarted process
+resumes where it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus, WebSocketException
+
+from hashee_sdk.errors import SocketRefused
+from hashee_sdk.rest import Transport, poll_events
+
+logger = logging.getLogger(__name__)
+FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
+CursorCallback = Callable[[int], Any]
+MAX_FRAME_BYTES = 2 * 1024 * 1024
+RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+REFUSED_STATUSES = (401, 403)
+
+
+def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> str:
+    """``http(s)://host`` + ``/ws/…`` → ``ws(s)://host/ws/…?token=…[&since=…]``."""
+    parts = urlsplit(base_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    query = {"token": token, **({"since": str(since)} if since is not None else {})}
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, urlencode(query), ""))
+
+
+async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler, since: int | None = None,
+                 connected: asyncio.Event | None = None, on_cursor: CursorCallback | None = None) -> None:
+    """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
+    Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake.
+    ``connected`` is set while a socket is open, cleared when it drops."""
+    last = since
+    failures = 0
+    while True:
+        try:
+            async with connect(socket_url(base_url, path, token=token, since=last), max_size=MAX_FRAME_BYTES) as ws:
+                failures = 0
+                if connected is not None:
+                    connected.set()
+                async for text in ws:
+                    frame = _frame(text)
+                    if frame is not None:
+                        last = max(last or 0, int(frame["id"]))
+                        await on_frame(frame)
+                        if on_cursor is not None:
+                            on_cursor(last)
+        except InvalidStatus as exc:
+            if exc.response.status_code in REFUSED_STATUSES:
+                raise SocketRefused(f"{path}: HTTP {exc.response.status_code}") from None
+            logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)
+        except (OSError, WebSocketException) as exc:
+            logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
+        if connected is not None:
+            connected.clear()
+        await asyncio.sleep(reconnect_delay(failures))
+        failures += 1
+
+
+def reconnect_delay(failures: int) -> float:
+    """Seconds to wait before reconnecting after ``failures`` failed attempts in a row: the
+    backoff step, jittered down to half of it."""
+    step = RECONNECT_DELAYS_S[min(failures, len(RECONNECT_DELAYS_S) - 1)]
+    return step * random.uniform(0.5, 1.0)  # spreading reconnections, not a secret
+
+
+def _frame(text: str | bytes) -> dict[str, Any] | None:
+    try:
+        frame = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(frame, dict) and isinstance(frame.get("id"), int) and isinstance(frame.get("type"), str):
+        return frame
+    return None  # e.g. {"type": "pong"}
+
+
+class FrameConsumer:
+    """What both ends of the SDK do with event frames, however they arrive: ``handle_frame``
+    each one (the subclass's), one bad frame never stopping the rest."""
+
+    transport: Transport
+
+    async def handle_frame(self, frame: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    async def poll(self, since: int = 0) -> int:
+        """Handle every frame of ``GET /events`` after ``since``; returns the last id."""
+        while True:
+            frames, since, more = await poll_events(self.transport, since=since)
+            for frame in frames:
+                await self._safely(frame)
+            if not more:
+                return since
+
+    async def _safely(self, frame: Mapping[str, Any]) -> None:
+        try:
+            await self.handle_frame(frame)
+        except Exception as exc:  # one bad frame must not stop the listener; its content is not logged
+            logger.warning("event %s not handled: %s", frame.get("id"), type(exc).__name__)

@@ -1,0 +1,204 @@
+"""The key directory as the SDK reads and writes it (public keys only).
+
+The directory is the server's word: each side keeps only the other party's keys that
+:class:`~hashee_sdk.trust.KeyPins` trusts — an identified agent's runtime keys vouched
+for by its pinned identity, the user's devices reached by approvals from the first one —
+so a key the server adds is never encrypted to nor believed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hashee_sdk import statements
+from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.errors import ApiError, InvalidPublicKey
+from hashee_sdk.rest import Transport, call_api
+from hashee_sdk.store import LocalStore
+from hashee_sdk.trust import AGENT, USER, KeyPins
+
+KEYS_TTL_S = 60.0
+
+
+@dataclass(frozen=True)
+class DeviceKey:
+    device_id: str
+    keys: PublicKeys
+    created_at: str
+    approved_by_key_id: str | None = None  # None: the user's first device (trusted on first use)
+    approval: str | None = None  # the approving device's signature (docs/wire-spec.md §3)
+
+
+@dataclass(frozen=True)
+class RelationKeys:
+    """The current public keys of a relation's two parties (the verified party's: trusted only)."""
+
+    relation_id: str
+    user_devices: tuple[DeviceKey, ...]
+    agent_keys: tuple[PublicKeys, ...]
+    fetched_at: float
+    agent_id: str = ""
+    refused: tuple[str, ...] = ()  # key ids the directory lists that are not trusted
+    identity_signatures: Mapping[str, str] = dataclasses.field(default_factory=dict)  # agent key id → JWS
+    identity: Mapping[str, str] | None = None  # the agent's pinned identity (verified side: agent)
+
+    def user_keys(self) -> dict[str, PublicKeys]:
+        return {device.keys.key_id: device.keys for device in self.user_devices}
+
+    def agent_keys_by_id(self) -> dict[str, PublicKeys]:
+        return {keys.key_id: keys for keys in self.agent_keys}
+
+    def devices(self, device_id: str | None = None) -> list[DeviceKey]:
+        """The user's devices (only ``device_id``, if given)."""
+        return [d for d in self.user_devices if device_id in (None, d.device_id)]
+
+
+def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
+    """Parse ``GET /h2a/relations/{id}/keys``; a key that does not parse is left out."""
+    devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")),
+                              _text(d.get("approved_by_key_id")), _text(d.get("approval")))
+                    for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
+    listed = [(keys, k) for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None]
+    signatures = {keys.key_id: str(k["identity_signature"]) for keys, k in listed
+                  if isinstance(k.get("identity_signature"), str)}
+    return RelationKeys(str(body["relation_id"]), devices, tuple(keys for keys, _ in listed), now,
+                        str(body["agent"].get("agent_id", "")), identity_signatures=signatures)
+
+
+def _trusted_agent_keys(keys: RelationKeys, pins: KeyPins, identity: Mapping[str, str] | None) -> RelationKeys:
+    """An identified agent's runtime keys are trusted only when its pinned identity vouches
+    for them; an agent without one has its first keys pinned on first sight."""
+    def vouched(candidate: PublicKeys, trusted: Mapping[str, PublicKeys]) -> bool:
+        return identity is not None and statements.runtime_key_vouched(
+            keys.identity_signatures.get(candidate.key_id), identity_jwk=identity, agent_id=keys.agent_id,
+            key_id=candidate.key_id)
+
+    trusted, refused = pins.filter(keys.relation_id, AGENT, keys.agent_keys, vouch=vouched,
+                                   pin_first=identity is None)
+    if identity is not None:  # what the identity vouches for now, not what was pinned before it
+        trusted = [k for k in trusted if vouched(k, {})]
+    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=tuple(refused), identity=identity)
+
+
+def _trusted_devices(keys: RelationKeys, pins: KeyPins) -> RelationKeys:
+    """The user's first devices are pinned on first sight; any other is trusted when a chain
+    of device approvals leads to it from a trusted device."""
+    by_key = {d.keys.key_id: d for d in keys.user_devices}
+    if not pins.store.pinned(keys.relation_id, USER):
+        pins.store.pin(keys.relation_id, USER, [d.keys for d in keys.user_devices if d.approved_by_key_id is None])
+
+    def approved(candidate: PublicKeys, trusted: Mapping[str, PublicKeys]) -> bool:
+        device = by_key[candidate.key_id]
+        approver = trusted.get(device.approved_by_key_id or "")
+        return approver is not None and device.approval is not None and statements.device_approval_valid(
+            device.approval, approver=approver, device_id=device.device_id, key_id=candidate.key_id)
+
+    kept, refused = pins.filter(keys.relation_id, USER, [d.keys for d in keys.user_devices], vouch=approved,
+                                pin_first=False)
+    ids = {k.key_id for k in kept}
+    devices = tuple(d for d in keys.user_devices if d.keys.key_id in ids)
+    return dataclasses.replace(keys, user_devices=devices, refused=tuple(refused))
+
+
+def root_device(keys: RelationKeys) -> DeviceKey | None:
+    """The user's first device (approved by no other), the user's half of a safety number."""
+    roots = [d for d in keys.user_devices if d.approved_by_key_id is None]
+    return roots[0] if roots else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _parsed(data: Mapping[str, Any]) -> PublicKeys | None:
+    try:
+        return PublicKeys.from_api(data)
+    except InvalidPublicKey:
+        return None
+
+
+class KeyDirectory:
+    """Reads relation keys through a transport, cached for ``ttl_s`` seconds. ``verify`` names
+    the party whose keys this side relies on (``"agent"`` for a user's client, ``"user"`` for
+    an agent runtime): only its pinned or vouched-for keys are returned."""
+
+    def __init__(self, transport: Transport, *, clock: Callable[[], float] = time.time,
+                 ttl_s: float = KEYS_TTL_S, verify: str = AGENT, pins: KeyPins | None = None) -> None:
+        self.transport = transport
+        self.clock = clock
+        self.ttl_s = ttl_s
+        self.verify = verify
+        self.pins = pins if pins is not None else KeyPins(LocalStore())
+        self._cache: dict[str, RelationKeys] = {}
+
+    async def relation(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
+        cached = self._cache.get(str(relation_id))
+        if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
+            return cached
+        body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
+        listed = relation_keys_from(body, now=self.clock())
+        if self.verify == AGENT:
+            keys = _trusted_agent_keys(listed, self.pins, await self.identity(listed.relation_id, listed.agent_id))
+        else:
+            keys = _trusted_devices(listed, self.pins)
+        self._cache[str(relation_id)] = keys
+        return keys
+
+    async def identity(self, relation_id: str, agent_id: str) -> dict[str, str] | None:
+        """The agent's identity as pinned for this relation (pinned on first sight); raises
+        IdentityChanged when the server serves another one."""
+        return self.pins.identity(relation_id, agent_id, await self.served_identity(agent_id))
+
+    async def served_identity(self, agent_id: str) -> dict[str, Any] | None:
+        """The agent's identity JWK as the server serves it now (None: it has none)."""
+        try:
+            body = await call_api(self.transport, "GET", f"/agents/{agent_id}/identity")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        jwk = body.get("jwk") if isinstance(body, Mapping) else None
+        return dict(jwk) if isinstance(jwk, Mapping) else None
+
+    def forget(self, relation_id: str | None = None) -> None:
+        if relation_id is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(str(relation_id), None)
+
+    async def register_device(self, device_id: str, keys: PublicKeys, *,
+                              approver: KeyPair | None = None) -> dict[str, Any]:
+        """Publish a device's keys. The user's first device is trusted on first use; any
+        other is pending until an approved device vouches for it: pass ``approver`` (that
+        device's keys, on the same machine) or call :meth:`approve_device` from it."""
+        body: dict[str, Any] = {"device_id": device_id, **keys.as_api()}
+        if approver is not None:
+            body["approval"] = _approval(approver, device_id, keys.key_id)
+        return dict(await call_api(self.transport, "POST", "/keys/devices", json=body))
+
+    async def approve_device(self, device_id: str, key_id: str, *, approver: KeyPair) -> dict[str, Any]:
+        """Approve another device of the same user (``POST /keys/devices/{id}/approve``),
+        after the user has checked on both screens that ``key_id`` is that device's."""
+        body = _approval(approver, device_id, key_id)
+        return dict(await call_api(self.transport, "POST", f"/keys/devices/{device_id}/approve", json=body))
+
+    async def revoke_device(self, device_id: str) -> None:
+        await call_api(self.transport, "DELETE", f"/keys/devices/{device_id}")
+
+    async def register_agent_key(self, agent_id: str, keys: PublicKeys, *,
+                                 identity_signature: str | None = None) -> dict[str, Any]:
+        """Publish a runtime key; an identified agent's needs ``identity_signature``
+        (:func:`statements.sign_runtime_key`, made where the identity key is kept)."""
+        body: dict[str, Any] = keys.as_api()
+        if identity_signature is not None:
+            body["identity_signature"] = identity_signature
+        return dict(await call_api(self.transport, "POST", f"/agents/{agent_id}/keys", json=body))
+
+
+def _approval(approver: KeyPair, device_id: str, key_id: str) -> dict[str, str]:
+    return {"approver_key_id": approver.key_id,
+            "signature": statements.approve_device(approver, device_id=device_id, key_id=key_id)}

@@ -1,0 +1,149 @@
+"""What one device (or agent runtime) must remember across restarts, in one SQLite file
+created with mode 0600:
+
+* the **replay record** (SPEC §9.4): every ``(relation_id, call_id)`` answered, kept until
+  the call's ``expires_at``, so a call replayed after a restart is refused, not run again;
+* the **pinned keys** (SPEC §9.2): the other party's keys first seen per relation;
+* the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
+* the **grants** first seen for each relation, and those the user confirmed since on this
+  device: a scope the server reports as granted later is asked once more on the device;
+* the **event cursor**: the last event id handled, so a restarted process resumes with
+  ``?since=``.
+
+``":memory:"`` keeps all of it for the life of the object only (tests, throwaway runs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from hashee_sdk import wire
+from hashee_sdk.crypto import PublicKeys
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS seen_calls (
+    relation_id TEXT NOT NULL, call_id TEXT NOT NULL, message_id TEXT NOT NULL, expires_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (relation_id, call_id));
+CREATE INDEX IF NOT EXISTS seen_calls_expiry ON seen_calls (expires_at_ms);
+CREATE TABLE IF NOT EXISTS pinned_keys (
+    relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, x25519 TEXT NOT NULL,
+    ed25519 TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
+CREATE TABLE IF NOT EXISTS cursors (name TEXT PRIMARY KEY, last_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS confirmed_grants (
+    relation_id TEXT NOT NULL, scope TEXT NOT NULL, PRIMARY KEY (relation_id, scope));
+CREATE TABLE IF NOT EXISTS pinned_acknowledgements (
+    relation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pinned_identities (
+    relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
+"""
+
+
+def connect_private(path: str | Path) -> sqlite3.Connection:
+    """A SQLite connection to ``path``, the file created 0600 first (it holds what only this
+    device may read); autocommit, WAL, usable from the SDK's worker threads."""
+    if str(path) != ":memory:":
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    if str(path) != ":memory:":
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # survives a crash of the process, which is what a replay needs
+    return db
+
+
+class LocalStore:
+    """The local state of one device or runtime; ``path`` is a SQLite file or ``:memory:``."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._db = connect_private(path)
+        self._db.executescript(_SCHEMA)
+
+    # --- replay record ---------------------------------------------------------------
+
+    def remember_call(self, *, relation_id: str, call_id: str, message_id: str, expires_at_ms: int,
+                      now_ms: int) -> str | None:
+        """Record a call seen for the first time and return None; for a call already seen,
+        record nothing and return the message id it first came in."""
+        self._db.execute("DELETE FROM seen_calls WHERE expires_at_ms < ?", (now_ms,))
+        inserted = self._db.execute(
+            "INSERT OR IGNORE INTO seen_calls (relation_id, call_id, message_id, expires_at_ms) VALUES (?, ?, ?, ?)",
+            (relation_id, call_id, message_id, expires_at_ms)).rowcount
+        if inserted:
+            return None
+        row = self._db.execute("SELECT message_id FROM seen_calls WHERE relation_id = ? AND call_id = ?",
+                               (relation_id, call_id)).fetchone()
+        return str(row[0]) if row is not None else ""
+
+    # --- pinned keys -----------------------------------------------------------------
+
+    def pinned(self, relation_id: str, party: str) -> dict[str, PublicKeys]:
+        rows = self._db.execute("SELECT x25519, ed25519 FROM pinned_keys WHERE relation_id = ? AND party = ?",
+                                (relation_id, party)).fetchall()
+        keys = (PublicKeys.from_raw(wire.b64decode(x), wire.b64decode(ed)) for x, ed in rows)
+        return {k.key_id: k for k in keys}
+
+    def pin(self, relation_id: str, party: str, keys: Iterable[PublicKeys]) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO pinned_keys (relation_id, party, key_id, x25519, ed25519) VALUES (?, ?, ?, ?, ?)",
+            [(relation_id, party, k.key_id, wire.b64encode(k.x25519), wire.b64encode(k.ed25519)) for k in keys])
+
+    # --- grants confirmed on this device ----------------------------------------------
+
+    def confirmed_grants(self, relation_id: str) -> frozenset[str] | None:
+        """The scopes this device has seen granted or confirmed; None before the first look
+        (the empty string marks a relation seen with no grant)."""
+        rows = self._db.execute("SELECT scope FROM confirmed_grants WHERE relation_id = ?", (relation_id,)).fetchall()
+        return frozenset(scope for (scope,) in rows if scope) if rows else None
+
+    def confirm_grants(self, relation_id: str, scopes: Iterable[str]) -> None:
+        self._db.executemany("INSERT OR IGNORE INTO confirmed_grants (relation_id, scope) VALUES (?, ?)",
+                             [(relation_id, scope) for scope in ("", *scopes)])
+
+    def unconfirm_grants(self, relation_id: str, scopes: Iterable[str]) -> None:
+        """Forget confirmations: these scopes are asked once more on the device."""
+        self._db.executemany("DELETE FROM confirmed_grants WHERE relation_id = ? AND scope = ?",
+                             [(relation_id, scope) for scope in scopes if scope])
+
+    def pinned_acknowledgement(self, relation_id: str) -> tuple[int, str] | None:
+        """The acknowledged (version, hash) this device last took into account."""
+        row = self._db.execute("SELECT version, hash FROM pinned_acknowledgements WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return (int(row[0]), str(row[1])) if row is not None else None
+
+    def pin_acknowledgement(self, relation_id: str, version: int, digest: str) -> None:
+        self._db.execute("INSERT INTO pinned_acknowledgements (relation_id, version, hash) VALUES (?, ?, ?) "
+                         "ON CONFLICT (relation_id) DO UPDATE SET version = excluded.version, hash = excluded.hash",
+                         (relation_id, version, digest))
+
+    # --- pinned agent identities -----------------------------------------------------
+
+    def pinned_identity(self, relation_id: str) -> tuple[bool, dict[str, str] | None]:
+        """(pinned?, the identity's public JWK — None for an agent pinned as having none)."""
+        row = self._db.execute("SELECT jwk FROM pinned_identities WHERE relation_id = ?", (relation_id,)).fetchone()
+        if row is None:
+            return False, None
+        jwk = json.loads(row[0])
+        return True, (dict(jwk) if isinstance(jwk, dict) else None)
+
+    def pin_identity(self, relation_id: str, agent_id: str, jwk: dict[str, str] | None) -> None:
+        """Pin (or, once the user accepted a new safety number, re-pin) the agent's identity."""
+        self._db.execute("INSERT INTO pinned_identities (relation_id, agent_id, jwk) VALUES (?, ?, ?) "
+                         "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, jwk = excluded.jwk",
+                         (relation_id, agent_id, json.dumps(jwk)))
+
+    # --- event cursor ----------------------------------------------------------------
+
+    def cursor(self, name: str) -> int | None:
+        row = self._db.execute("SELECT last_id FROM cursors WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row is not None else None
+
+    def set_cursor(self, name: str, last_id: int) -> None:
+        self._db.execute("INSERT INTO cursors (name, last_id) VALUES (?, ?) ON CONFLICT (name) DO UPDATE "
+                         "SET last_id = max(last_id, excluded.last_id)", (name, int(last_id)))
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,179 @@
+"""What a user's client believes of one relation (SPEC §9.1-§9.3): the grants, the verified
+manifest, the version the user consented to and the safety number — fetched from the
+server and verified here, never taken on its word.
+
+The current manifest's hash must be the stated one and, for an identified agent, it must
+carry the pinned identity's signature; the acknowledged version must be the one whose hash
+the relation states; grants and re-consents the device did not see are asked once on it; a changed identity (:class:`~hashee_sdk.errors.IdentityChanged`)
+leaves a view that runs nothing until the user accepts the new safety number.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hashee_sdk import contract, statements
+from hashee_sdk.consent import consent_for
+from hashee_sdk.contract import CompiledManifest
+from hashee_sdk.core import signing
+from hashee_sdk.core.diff import diff_manifests
+from hashee_sdk.errors import ApiError, ManifestUnverified
+from hashee_sdk.keys import KeyDirectory, relation_keys_from, root_device
+from hashee_sdk.rest import Transport, call_api
+from hashee_sdk.trust import ManifestVerifier, VerifiedManifest
+
+logger = logging.getLogger(__name__)
+_EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
+
+
+@dataclass(frozen=True)
+class RelationView:
+    """What the client enforces for one relation: grants, pending scopes and the manifest
+    (verified, with the floors and both schemas of :mod:`hashee_sdk.consent`)."""
+
+    relation_id: str
+    agent_id: str
+    granted: frozenset[str]
+    revoked: bool
+    manifest: CompiledManifest
+    agent_name: str = ""
+    manifest_version: int | None = None  # None: the manifest did not verify
+    pending: frozenset[str] = frozenset()
+    # Granted by the server's word only (not first seen, not yet confirmed on this device):
+    # the first call of such a scope is prompted whatever its sensitivity.
+    unconfirmed: frozenset[str] = frozenset()
+    unverified: str = ""  # why the manifest did not verify
+    safety_number: str | None = None  # SPEC §9.2; None for an agent without an identity key
+
+    def names(self, call: Mapping[str, Any]) -> bool:
+        """Whether the call runs under this view's verified manifest."""
+        return (self.manifest_version is not None and call.get("manifest_version") == self.manifest_version
+                and call.get("manifest_hash") == self.manifest.hash)
+
+
+class RelationViews:
+    """Fetches and verifies relation views for one client (it remembers manifest versions),
+    through the client's transport of the moment."""
+
+    def __init__(self, *, keydir: KeyDirectory, clock: Callable[[], float] = time.time) -> None:
+        self.keydir = keydir
+        self.clock = clock
+        self.verifier = ManifestVerifier()
+
+    async def fetch(self, transport: Transport, relation_id: str) -> RelationView:
+        """The relation as the server states it, verified: a manifest that does not verify
+        (IdentityChanged included) gives a view that runs nothing (``unverified``)."""
+        relation = await call_api(transport, "GET", f"/h2a/relations/{relation_id}")
+        agent_id = str(relation["agent_id"])
+        agent = await call_api(transport, "GET", f"/agents/{agent_id}")
+        base = {"relation_id": relation_id, "agent_id": agent_id, "agent_name": str(agent.get("name") or ""),
+                "granted": frozenset(relation.get("granted_scopes") or ()), "revoked": relation["status"] == "revoked"}
+        try:
+            identity = await self.keydir.identity(relation_id, agent_id)
+            current = self.verifier.verify(agent_id=agent_id, version=agent.get("capability_manifest_version"),
+                                           manifest=agent.get("capability_manifest"),
+                                           stated_hash=agent.get("capability_manifest_hash"),
+                                           signature=agent.get("capability_manifest_signature"), identity=identity)
+            acknowledged = await self._acknowledged(transport, agent_id, relation, current, identity)
+        except ManifestUnverified as exc:  # IdentityChanged included
+            logger.warning("relation %s: the manifest does not verify: %s", relation_id, exc)
+            return RelationView(**base, manifest=_EMPTY, unverified=str(exc))
+        consent = consent_for(current.manifest, acknowledged.manifest if acknowledged is not None else None,
+                              server_pending=relation.get("pending_scopes") or ())
+        try:
+            await self._follow_acknowledgement(transport, relation_id, agent_id, acknowledged, identity)
+        except ManifestUnverified as exc:
+            logger.warning("relation %s: the consent this device saw does not verify: %s", relation_id, exc)
+            return RelationView(**base, manifest=_EMPTY, unverified=str(exc))
+        return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
+                            pending=consent.pending, unconfirmed=self._unconfirmed(relation_id, base["granted"]),
+                            safety_number=await self.safety_number(relation_id, identity))
+
+    async def _follow_acknowledgement(self, transport: Transport, relation_id: str, agent_id: str,
+                                      acknowledged: VerifiedManifest | None, identity: Mapping[str, str] | None) -> None:
+        """A re-consent the device did not see (given on the web, or claimed by a lying
+        server) moves the acknowledged version: the scopes that changed in a breaking way
+        since the version this device last took into account are asked once more on it."""
+        if acknowledged is None:
+            return
+        store = self.keydir.pins.store
+        pinned = store.pinned_acknowledgement(relation_id)
+        if pinned is not None and pinned != (acknowledged.version, acknowledged.hash):
+            before = await self._version(transport, agent_id, pinned[0], identity)
+            if before.hash != pinned[1]:
+                raise ManifestUnverified(f"version {pinned[0]} is served with another hash than this device saw")
+            store.unconfirm_grants(relation_id, diff_manifests(before.manifest, acknowledged.manifest)
+                                   .scopes_requiring_reauth)
+        store.pin_acknowledgement(relation_id, acknowledged.version, acknowledged.hash)
+
+    def _unconfirmed(self, relation_id: str, granted: frozenset[str]) -> frozenset[str]:
+        """The grants first seen are trusted; a scope granted later is the server's word until
+        the user confirms it on this device (a grant from the web, or a forged one)."""
+        store = self.keydir.pins.store
+        confirmed = store.confirmed_grants(relation_id)
+        if confirmed is None:
+            store.confirm_grants(relation_id, granted)
+            return frozenset()
+        return granted - confirmed
+
+    async def _acknowledged(self, transport: Transport, agent_id: str, relation: Mapping[str, Any], current: VerifiedManifest,
+                            identity: Mapping[str, str] | None) -> VerifiedManifest | None:
+        """The version the user consented to, verified (its hash is the relation's
+        ``acknowledged_manifest_hash``); None if they never saw one."""
+        version, stated = relation.get("acknowledged_manifest_version"), relation.get("acknowledged_manifest_hash")
+        if version == 0:
+            return None
+        if version == current.version:
+            found: VerifiedManifest | None = current
+        elif type(version) is not int or not 0 < version < current.version:
+            raise ManifestUnverified(f"the relation names no acknowledged version before {current.version}")
+        else:
+            found = await self._version(transport, agent_id, version, identity)
+        if found is not None and stated is not None and stated != found.hash:
+            raise ManifestUnverified(f"the acknowledged hash is not version {version}'s")
+        return found
+
+    async def _version(self, transport: Transport, agent_id: str, version: int, identity: Mapping[str, str] | None) -> VerifiedManifest:
+        try:
+            found = await call_api(transport, "GET", f"/agents/{agent_id}/manifest/versions/{version}")
+        except ApiError as exc:
+            raise ManifestUnverified(f"the acknowledged version {version} is not available ({exc.code})") from None
+        if found.get("version") != version:
+            raise ManifestUnverified(f"asked for version {version}, the server sent another")
+        # A version signed before the identity was pinned (or under an earlier one) is checked by its hash.
+        return self.verifier.verify(agent_id=agent_id, version=version, manifest=found.get("manifest"),
+                                    stated_hash=found.get("hash"), signature=found.get("capability_manifest_signature"),
+                                    identity=identity, signed_by_others=True)
+
+    async def safety_number(self, relation_id: str, identity: Mapping[str, str] | None) -> str | None:
+        """SPEC §9.2: the pinned identity's and the user's first device's fingerprints."""
+        if identity is None:
+            return None
+        root = root_device(await self.keydir.relation(relation_id))
+        if root is None:
+            return None
+        agent_id = (await self.keydir.relation(relation_id)).agent_id
+        return statements.safety_number(agent_id=agent_id, agent_identity=signing.b64url_decode(identity["x"]),
+                                        user_root_device=root.keys.ed25519)
+
+    async def accept_identity(self, transport: Transport, relation_id: str) -> None:
+        """Pin the identity the server serves now (after the user accepted it)."""
+        keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
+                                  now=self.clock())
+        self.keydir.pins.accept_identity(relation_id, keys.agent_id, await self.keydir.served_identity(keys.agent_id))
+        self.keydir.forget(relation_id)
+
+    async def pending_safety_number(self, transport: Transport, relation_id: str) -> str | None:
+        """The safety number with the identity the server serves now."""
+        keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
+                                  now=self.clock())
+        served = await self.keydir.served_identity(keys.agent_id)
+        root = root_device(keys)
+        if served is None or root is None:
+            return None
+        return statements.safety_number(agent_id=keys.agent_id, agent_identity=signing.b64url_decode(served["x"]),
+                                        user_root_device=root.keys.ed25519)
