@@ -9,7 +9,9 @@ from agents.models import Agent
 
 
 def record_manifest_version(sender: type[Agent], instance: Agent, raw: bool = False, **kwargs: Any) -> None:
-    """Every save of an agent records its manifest as a version (no-op if unchanged)."""
+    """A save outside the services (shell, commands) records a changed manifest as a
+    version; the services record theirs themselves, with its signature and author, so
+    here the manifest is the stored one and nothing happens."""
     if raw:  # loaddata restores rows as they were, versions included
         return
     services.manifest_version_record(agent=instance)
