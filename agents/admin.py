@@ -15,13 +15,13 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from agents import selectors, services
+from agents.html import pointer_breaks
 from agents.models import Agent, ApiKey, ManifestVersion
 from hashee.auth import api_key_revoke
 from hashee.core.diff import diff_manifests
 from hashee.core.manifest import PRESET_SCOPES
 from hashee.errors import HasheeError
 from hashee.webhooks import webhook_url_check
-from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")
 

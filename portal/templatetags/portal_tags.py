@@ -12,9 +12,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
+from agents.html import pointer_breaks
 from hashee import webhooks
 from hashee.events import latest_event_id
-from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, pointer_breaks, size_text
+from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, size_text
 from portal.problems import problem_message
 
 register = template.Library()
