@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -349,14 +350,24 @@ def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, ver
                           signature=signed.signature, publisher_verified=signed.publisher_verified)
 
 
-def agent_set_status(*, agent: Agent, status: str) -> Agent:
+def agent_set_status(*, agent: Agent, status: str, actor: Any) -> Agent:
     """Operators' registry state: enabled | paused | deprecated. Pausing closes the
-    agent's sockets (4403) on every process."""
+    agent's sockets (4403) on every process. A change is audited in the admin's log
+    (``actor``'s action, in the agent's history) and told to the agent, its owner and
+    its users (``agent.status_changed``); setting the current status changes nothing."""
     if status not in Agent.Status.values:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
     with transaction.atomic():
-        Agent.objects.filter(pk=agent.pk).update(status=status)
-        if status == Agent.Status.PAUSED:  # its runtimes' sockets close (hashee.access)
-            sockets_close(reason="agent_paused", value=str(agent.pk))
+        locked = Agent.objects.select_for_update().select_related("owner").get(pk=agent.pk)
+        previous = locked.status
+        if status != previous:
+            Agent.objects.filter(pk=agent.pk).update(status=status)
+            locked.status = status
+            LogEntry.objects.log_actions(actor.pk, [locked], CHANGE, single_object=True,
+                                         change_message=f"Status changed from {previous} to {status}.")
+            if status == Agent.Status.PAUSED:  # its runtimes' sockets close (hashee.access)
+                sockets_close(reason="agent_paused", value=str(agent.pk))
+            event_emit(type="agent.status_changed", audience=locked, agent=locked,
+                       data={"agent_id": str(agent.pk), "status": status, "previous_status": previous})
     agent.status = status
     return agent

@@ -128,6 +128,9 @@ def portal_js_strings() -> dict[str, Any]:
         "revoked": _("%(user)s disconnected"), "published": _("Version %(v)s published"),
         "reauth": _("Version %(v)s is breaking: re-consent required"),
         "size_warning": _("Manifest size warning for version %(v)s"),
+        "status": {"paused": _("Paused by the platform's operators"),
+                   "enabled": _("Enabled again by the platform's operators"),
+                   "deprecated": _("Deprecated by the platform's operators")},
         "reauth_user": _("An agent you use changed what it asks for. Please review."),
         "line_column": _("line %(n)s, column %(c)s"), "json": json_syntax_texts(),
         "json_expected": {
