@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 telemetry = logging.getLogger("hashee.telemetry")
 
 UNSET: Any = object()
+# What agent_update saves itself; the manifest and its index go through manifest_version_record.
+PLAIN_FIELDS = ("owner", "name", "description", "webhook_url", "webhook_secret", "updated_at")
 
 
 @dataclass
@@ -224,7 +226,7 @@ def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: s
                 checked = submission.checked if submission else None
                 return agent, _preview(agent, checked, capability_manifest, capability_manifest_signature), None
             secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url, owner=owner)
-            agent.save()  # its stored manifest is unchanged, so not validated again
+            agent.save(update_fields=PLAIN_FIELDS)  # the manifest, if any, is recorded next
             version = manifest_version_record(agent=agent, submission=submission, actor=actor) if submission else None
     except IntegrityError as exc:
         # Only possible on SQLite, which has no row locks: two writers raced for a number.
@@ -358,7 +360,7 @@ def agent_set_status(*, agent: Agent, status: str, actor: Any) -> Agent:
     if status not in Agent.Status.values:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
     with transaction.atomic():
-        locked = Agent.objects.select_for_update().select_related("owner").get(pk=agent.pk)
+        locked = Agent.objects.select_for_update().get(pk=agent.pk)
         previous = locked.status
         if status != previous:
             Agent.objects.filter(pk=agent.pk).update(status=status)

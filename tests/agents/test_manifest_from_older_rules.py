@@ -88,3 +88,15 @@ def test_a_changed_manifest_is_still_checked_by_todays_rules(alice_api: APIClien
 
     assert response.status_code == 400
     assert json.loads(response.content)["error"]["code"] == "MANIFEST_INVALID"
+
+
+def test_a_shell_save_of_such_an_agent_records_nothing_and_checks_nothing(agent: Agent) -> None:
+    stored = published_under_older_rules(agent)
+    loaded = Agent.objects.get(pk=agent.pk)
+    loaded.name = "Renamed from the shell"
+
+    loaded.save()
+
+    loaded.refresh_from_db()
+    assert loaded.name == "Renamed from the shell" and loaded.capability_manifest == stored
+    assert loaded.versions.count() == 1
