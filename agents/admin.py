@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -16,12 +16,12 @@ from django.utils.html import format_html, format_html_join
 
 from agents import selectors, services
 from agents.apikey_services import api_key_revoke
+from agents.html import pointer_breaks
 from agents.models import Agent, ApiKey, ManifestVersion
 from eventlog.webhooks import webhook_url_check
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import PRESET_SCOPES
-from portal.presentation import pointer_breaks
 
 LEVELS = ("low", "medium", "high")
 
@@ -65,10 +65,18 @@ class AgentAdminForm(forms.ModelForm):
     published through the portal or the API, with their diff preview and the owner's signature."""
 
     webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https")
+    # The manifest version the form was opened at: the service refuses a save once another
+    # version was published meanwhile (as the API's If-Match), so nothing is overwritten.
+    opened_at_version = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
 
     class Meta:
         model = Agent
         fields = ["owner", "name", "description", "status", "webhook_url"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and not self.instance._state.adding:
+            self.fields["opened_at_version"].initial = self.instance.capability_manifest_version
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data.get("webhook_url") or ""
@@ -194,10 +202,28 @@ class AgentAdmin(admin.ModelAdmin):
                            obj.capability_manifest_version, prev, obj.capability_manifest_version)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        obj._actor = request.user
-        if obj.webhook_url and not obj.webhook_secret:
-            obj.webhook_secret = services.webhook_secret_new()
-        super().save_model(request, obj, form, change)
+        """Through the services, as the API writes (version check, webhook secret, status
+        event and audit); ``changeform_view`` wraps it all in one transaction."""
+        data = form.cleaned_data
+        fields = {name: data[name] for name in ("owner", "name", "description", "webhook_url")
+                  if not change or name in form.changed_data}
+        if change:
+            services.agent_update(agent_id=obj.pk, actor=request.user, expected_version=data.get("opened_at_version"),
+                                  **fields)
+        else:
+            obj.pk = services.agent_create(**fields)[0].pk
+        status_changed = "status" in form.changed_data if change else data["status"] != Agent.Status.ENABLED
+        if status_changed:
+            services.agent_set_status(agent=obj, status=data["status"], actor=request.user)
+        obj.refresh_from_db()
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except HasheeError as exc:  # refused by a service: the view's transaction rolled back
+            messages.error(request, _refusal(exc))
+            return HttpResponseRedirect(request.get_full_path())
 
     def get_urls(self) -> list[Any]:
         extra = [path("<uuid:agent_id>/compare/", self.admin_site.admin_view(self.compare_view),
@@ -219,7 +245,7 @@ class AgentAdmin(admin.ModelAdmin):
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str) -> None:
         for agent in queryset:
-            services.agent_set_status(agent=agent, status=status)
+            services.agent_set_status(agent=agent, status=status, actor=request.user)
         messages.success(request, f"{queryset.count()} agent(s) now {status}.")
 
     @admin.action(description="Pause selected agents (hidden, cannot send)")
@@ -233,6 +259,13 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.action(description="Deprecate selected agents (no new relations)")
     def deprecate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         self._set_status(request, queryset, "deprecated")
+
+
+def _refusal(exc: HasheeError) -> str:
+    if exc.code == "VERSION_CONFLICT":
+        return (f"Nothing was saved: this agent changed since you opened it ({exc.message}) "
+                "It is shown as it is now; make your change again.")
+    return f"Nothing was saved: {exc.message}"
 
 
 def _int(raw: str | None, default: int) -> int:

@@ -11,8 +11,8 @@ class Agent(models.Model):
     """An AI agent published by its owner, with its current Capability Manifest.
 
     The ``capability_manifest_*`` and index fields are written only by
-    ``agents.services.manifest_version_record`` (through the post_save signal), in the
-    same transaction as the save.
+    ``agents.services.manifest_version_record`` (called by the services, or by the
+    post_save receiver for any other save), in the same transaction as the save.
     """
 
     class Status(models.TextChoices):

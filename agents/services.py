@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from eventlog.services import event_emit, sockets_close
 from eventlog.webhooks import webhook_url_check
 from hashee import metrics
 from hashee.errors import HasheeError
+from hashee_sdk.core.canonical import CanonicalizationError, canonical_hash
 from hashee_sdk.core.diff import DiffResult, diff_manifests
 from hashee_sdk.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
 from hashee_sdk.core.versions import version_bump_warnings
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 telemetry = logging.getLogger("hashee.telemetry")
 
 UNSET: Any = object()
+# What agent_update saves itself; the manifest and its index go through manifest_version_record.
+PLAIN_FIELDS = ("owner", "name", "description", "webhook_url", "webhook_secret", "updated_at")
 
 
 @dataclass
@@ -65,9 +69,8 @@ class ManifestUpdate:
 
 @dataclass(frozen=True)
 class ManifestSubmission:
-    """A manifest on its way to being stored, as the services checked it. It rides on the
-    agent instance to the post_save receiver, and counts only for that very manifest
-    object (a later assignment of another manifest is checked afresh, unsigned)."""
+    """A manifest on its way to being stored, as the services checked it (passed to
+    ``manifest_version_record``, so it is not validated twice)."""
 
     manifest: Any
     checked: ValidationResult
@@ -87,21 +90,26 @@ def manifest_check(manifest: Any) -> ValidationResult:
     return result
 
 
-def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersion | None:
-    """Store the agent's current manifest as the next version, with its diff.
+def manifest_version_record(*, agent: Agent, submission: ManifestSubmission | None = None,
+                            actor: Any = None) -> ManifestVersion | None:
+    """Store ``submission`` (by default the agent's current manifest, checked here) as the
+    next version, with its diff, and write it and its index onto the agent.
 
-    Runs inside the agent's save transaction (from the post_save signal). Idempotent by
-    content hash: an unchanged manifest stores nothing. Raises MANIFEST_INVALID /
-    MANIFEST_TOO_LARGE, which rolls the save back.
+    Runs inside the caller's transaction: the services call it after saving the agent's
+    other fields, the post_save receiver for any other save (shell, commands). Idempotent
+    by content hash: a manifest equal to the latest version stores nothing and is not
+    validated again (it was valid when stored; a newer rule must not lock the agent).
+    Raises MANIFEST_INVALID / MANIFEST_TOO_LARGE, which rolls the save back.
     """
-    manifest = agent.capability_manifest
+    manifest = submission.manifest if submission is not None else agent.capability_manifest
     if manifest is None:
         return None
-    submission: ManifestSubmission | None = getattr(agent, "_submission", None)
-    if submission is None or submission.manifest is not manifest:
+    latest = ManifestVersion.objects.filter(agent_id=agent.pk).order_by("-version").first()
+    if submission is None:
+        if latest is not None and _hash_or_none(manifest) == latest.hash:
+            return None
         submission = ManifestSubmission(manifest=manifest, checked=manifest_check(manifest))
     checked = submission.checked
-    latest = ManifestVersion.objects.filter(agent_id=agent.pk).order_by("-version").first()
     if latest is not None and latest.hash == checked.hash:
         return None
     signed = manifest_signature_check(agent_id=agent.pk, manifest=manifest, signature=submission.signature)
@@ -113,14 +121,19 @@ def manifest_version_record(*, agent: Agent, actor: Any = None) -> ManifestVersi
         removed_scopes=diff.removed_scopes,
         warnings=_manifest_warnings(checked, diff, previous=latest.manifest if latest else None, manifest=manifest),
         signature=signed.signature, signature_kid=signed.verified_kid,
-        created_by=_user_or_none(actor or getattr(agent, "_actor", None) or agent.owner),
+        created_by=_user_or_none(actor or agent.owner),
     )
     _sync_agent_index(agent, version)
     _emit_manifest_events(agent, version)
     transaction.on_commit(lambda: metrics.manifest_stored(breaking=diff.breaking))
-    agent._recorded_version = version
-    agent._recorded_diff = diff
     return version
+
+
+def _hash_or_none(manifest: Any) -> str | None:
+    try:
+        return canonical_hash(manifest)
+    except CanonicalizationError:
+        return None  # not the stored one, whose hash was computed: checked as a change
 
 
 def _manifest_warnings(checked: ValidationResult, diff: DiffResult, *, previous: Any,
@@ -139,6 +152,7 @@ def _sync_agent_index(agent: Agent, version: ManifestVersion) -> None:
     scopes = version.manifest.get("permission_scopes", [])
     levels = sorted({s["sensitivity"] for s in scopes}, key=SENSITIVITY_ORDER.__getitem__)
     fields = {
+        "capability_manifest": version.manifest,
         "capability_manifest_version": version.version,
         "capability_manifest_hash": version.hash,
         "scope_index": "".join(f"|{s['id']}" for s in scopes) + "|" if scopes else "",
@@ -180,51 +194,60 @@ def agent_create(*, owner: Any, name: str, description: str = "", capability_man
 
     Returns the agent, what the manifest did, and the webhook secret if one was issued.
     """
-    checked = manifest_check(capability_manifest) if capability_manifest is not None else None
+    submission = (_submission(capability_manifest, capability_manifest_signature)
+                  if capability_manifest is not None else None)
     secret = _webhook_secret_for(webhook_url, current_url="")
-    agent = Agent(owner=owner, name=name, description=description, capability_manifest=capability_manifest,
-                  webhook_url=webhook_url, webhook_secret=secret or "")
-    if checked is not None:
-        agent._submission = ManifestSubmission(capability_manifest, checked, capability_manifest_signature)
+    agent = Agent(owner=owner, name=name, description=description, webhook_url=webhook_url,
+                  webhook_secret=secret or "")
     with transaction.atomic():
-        agent.save()
-    update = _update_from(agent, checked) if checked is not None else None
-    return agent, update, secret
+        agent.save()  # without its manifest: recorded next, with its signature and author
+        version = manifest_version_record(agent=agent, submission=submission, actor=owner) if submission else None
+    return agent, _update_from(agent, submission, version), secret
 
 
 def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: str = UNSET,
                  capability_manifest: Any = UNSET, capability_manifest_signature: str | None = None,
-                 webhook_url: str = UNSET, expected_version: int | None = None, dry_run: bool = False,
-                 ) -> tuple[Agent, ManifestUpdate | None, str | None]:
+                 webhook_url: str = UNSET, owner: Any = UNSET, expected_version: int | None = None,
+                 dry_run: bool = False) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Change an agent's fields and/or manifest under a row lock (gapless versions).
+    ``owner`` is for operators (the admin): the API does not offer it.
 
     Raises VERSION_CONFLICT when ``expected_version`` is stale, MANIFEST_* when invalid,
     MANIFEST_SIGNATURE_* when an identified agent's new manifest is unsigned or badly signed.
     """
-    checked = manifest_check(capability_manifest) if capability_manifest is not UNSET else None
+    submission = (_submission(capability_manifest, capability_manifest_signature)
+                  if capability_manifest is not UNSET else None)
     try:
         with transaction.atomic():
             agent = Agent.objects.select_for_update().get(pk=agent_id)
-            if expected_version is not None and expected_version != agent.capability_manifest_version:
-                raise HasheeError("VERSION_CONFLICT",
-                                  f"Expected version {expected_version}, current is {agent.capability_manifest_version}.",
-                                  [{"path": "", "code": "VERSION_CONFLICT",
-                                    "message": f"current version is {agent.capability_manifest_version}"}])
+            _version_check(agent, expected_version)
             if dry_run:
+                checked = submission.checked if submission else None
                 return agent, _preview(agent, checked, capability_manifest, capability_manifest_signature), None
-            secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url)
-            if checked is not None:
-                agent.capability_manifest = capability_manifest
-                agent._submission = ManifestSubmission(capability_manifest, checked, capability_manifest_signature)
-                agent._actor = actor
-            agent.save()
+            secret = _apply_fields(agent, name=name, description=description, webhook_url=webhook_url, owner=owner)
+            agent.save(update_fields=PLAIN_FIELDS)  # the manifest, if any, is recorded next
+            version = manifest_version_record(agent=agent, submission=submission, actor=actor) if submission else None
     except IntegrityError as exc:
         # Only possible on SQLite, which has no row locks: two writers raced for a number.
         raise HasheeError("VERSION_CONFLICT", "Another change was saved at the same time; retry.") from exc
-    return agent, (_update_from(agent, checked) if checked is not None else None), secret
+    return agent, _update_from(agent, submission, version), secret
 
 
-def _apply_fields(agent: Agent, *, name: str, description: str, webhook_url: str) -> str | None:
+def _submission(manifest: Any, signature: str | None) -> ManifestSubmission:
+    """A submitted manifest, checked before any lock is taken."""
+    return ManifestSubmission(manifest=manifest, checked=manifest_check(manifest), signature=signature)
+
+
+def _version_check(agent: Agent, expected_version: int | None) -> None:
+    current = agent.capability_manifest_version
+    if expected_version is not None and expected_version != current:
+        raise HasheeError("VERSION_CONFLICT", f"Expected version {expected_version}, current is {current}.",
+                          [{"path": "", "code": "VERSION_CONFLICT", "message": f"current version is {current}"}])
+
+
+def _apply_fields(agent: Agent, *, name: str, description: str, webhook_url: str, owner: Any) -> str | None:
+    if owner is not UNSET:
+        agent.owner = owner
     if name is not UNSET:
         agent.name = name
     if description is not UNSET:
@@ -300,14 +323,17 @@ def _preview(agent: Agent, checked: ValidationResult | None, manifest: Any,
     return update
 
 
-def _update_from(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
-    version: ManifestVersion | None = getattr(agent, "_recorded_version", None)
-    diff: DiffResult | None = getattr(agent, "_recorded_diff", None)
-    if version is None or diff is None:
-        return _unchanged(agent, checked)
-    signed = SignatureCheck(signature=version.signature, required=False, verified_kid=version.signature_kid)
-    return _from_diff(agent, checked, diff, version=version.version, stored=True, signed=signed,
-                      warnings=version.warnings)
+def _update_from(agent: Agent, submission: ManifestSubmission | None,
+                 version: ManifestVersion | None) -> ManifestUpdate | None:
+    """What a submission did: the version it stored, or nothing when it was unchanged."""
+    if submission is None:
+        return None
+    if version is None:
+        return _unchanged(agent, submission.checked)
+    return ManifestUpdate(agent_id=str(agent.pk), version=version.version, hash=version.hash,
+                          changes=version.changes, warnings=version.warnings,
+                          scopes_requiring_reauth=version.scopes_requiring_reauth, stored=True,
+                          signature=version.signature, publisher_verified=version.publisher_verified)
 
 
 def _unchanged(agent: Agent, checked: ValidationResult) -> ManifestUpdate:
@@ -325,14 +351,24 @@ def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, ver
                           signature=signed.signature, publisher_verified=signed.publisher_verified)
 
 
-def agent_set_status(*, agent: Agent, status: str) -> Agent:
+def agent_set_status(*, agent: Agent, status: str, actor: Any) -> Agent:
     """Operators' registry state: enabled | paused | deprecated. Pausing closes the
-    agent's sockets (4403) on every process."""
+    agent's sockets (4403) on every process. A change is audited in the admin's log
+    (``actor``'s action, in the agent's history) and told to the agent, its owner and
+    its users (``agent.status_changed``); setting the current status changes nothing."""
     if status not in Agent.Status.values:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
     with transaction.atomic():
-        Agent.objects.filter(pk=agent.pk).update(status=status)
-        if status == Agent.Status.PAUSED:  # its runtimes' sockets close (eventlog.access)
-            sockets_close(reason="agent_paused", value=str(agent.pk))
+        locked = Agent.objects.select_for_update().get(pk=agent.pk)
+        previous = locked.status
+        if status != previous:
+            Agent.objects.filter(pk=agent.pk).update(status=status)
+            locked.status = status
+            LogEntry.objects.log_actions(actor.pk, [locked], CHANGE, single_object=True,
+                                         change_message=f"Status changed from {previous} to {status}.")
+            if status == Agent.Status.PAUSED:  # its runtimes' sockets close (eventlog.access)
+                sockets_close(reason="agent_paused", value=str(agent.pk))
+            event_emit(type="agent.status_changed", audience=locked, agent=locked,
+                       data={"agent_id": str(agent.pk), "status": status, "previous_status": previous})
     agent.status = status
     return agent

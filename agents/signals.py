@@ -8,8 +8,13 @@ from agents import services
 from agents.models import Agent
 
 
-def record_manifest_version(sender: type[Agent], instance: Agent, raw: bool = False, **kwargs: Any) -> None:
-    """Every save of an agent records its manifest as a version (no-op if unchanged)."""
+def record_manifest_version(sender: type[Agent], instance: Agent, raw: bool = False,
+                            update_fields: frozenset[str] | None = None, **kwargs: Any) -> None:
+    """A save outside the services (shell, commands) records a changed manifest as a
+    version; the services record theirs themselves, with its signature and author, and
+    save the other fields by name, which cannot change the manifest."""
     if raw:  # loaddata restores rows as they were, versions included
+        return
+    if update_fields is not None and "capability_manifest" not in update_fields:
         return
     services.manifest_version_record(agent=instance)

@@ -21,6 +21,8 @@ EVENT_TYPES: dict[str, str] = {
     "message.new": "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
     "agent.telemetry_warning": "{agent_id, manifest_version, code, size_bytes}",
     "agent.webhook_secret_rotated": "{agent_id, previous_secret_expires_at} (to the owner and the agent; never the secret)",
+    "agent.status_changed": "{agent_id, status, previous_status} — an operator paused, enabled or deprecated the agent "
+                            "(to the owner, the agent's users and the agent)",
     "keys.device_published": "{device, relation_id?} — to the user; once approved, also to each related agent",
     "keys.device_approved": "{device, relation_id?} — to the user and each related agent",
     "keys.device_revoked": "{device, relation_id?} — to the user (and related agents if it was approved)",

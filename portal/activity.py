@@ -45,6 +45,19 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
         return "info", _("Version %(v)s published") % {"v": data.get("new_manifest_version")}
     if event_type == "agent.webhook_secret_rotated":
         return "info", _("Webhook signing secret rotated")
+    if event_type == "agent.status_changed":
+        return status_change_text(data.get("status"))
+    return None
+
+
+def status_change_text(status: Any) -> tuple[str, str] | None:
+    """(kind, sentence) for an operator's change of the agent's registry status."""
+    if status == Agent.Status.PAUSED:
+        return "warn", _("Paused by the platform's operators")
+    if status == Agent.Status.ENABLED:
+        return "good", _("Enabled again by the platform's operators")
+    if status == Agent.Status.DEPRECATED:
+        return "info", _("Deprecated by the platform's operators: no new users can connect")
     return None
 
 

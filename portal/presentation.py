@@ -11,8 +11,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils.html import conditional_escape
-from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
@@ -211,8 +209,3 @@ def size_text(size: int | None) -> str:
     if size is None:
         return "—"
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
-
-
-def pointer_breaks(value: str | None) -> SafeString:
-    """A JSON Pointer as HTML that a narrow column wraps after its slashes, not inside a name."""
-    return mark_safe("/<wbr>".join(conditional_escape(part) for part in (value or "").split("/")))  # noqa: S308 - parts escaped

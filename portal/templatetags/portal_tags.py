@@ -12,9 +12,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
+from agents.html import pointer_breaks
 from eventlog import webhooks
 from eventlog.selectors import latest_event_id
-from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, pointer_breaks, size_text
+from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, size_text
 from portal.problems import problem_message
 
 register = template.Library()
@@ -127,6 +128,9 @@ def portal_js_strings() -> dict[str, Any]:
         "revoked": _("%(user)s disconnected"), "published": _("Version %(v)s published"),
         "reauth": _("Version %(v)s is breaking: re-consent required"),
         "size_warning": _("Manifest size warning for version %(v)s"),
+        "status": {"paused": _("Paused by the platform's operators"),
+                   "enabled": _("Enabled again by the platform's operators"),
+                   "deprecated": _("Deprecated by the platform's operators")},
         "reauth_user": _("An agent you use changed what it asks for. Please review."),
         "line_column": _("line %(n)s, column %(c)s"), "json": json_syntax_texts(),
         "json_expected": {

@@ -33,7 +33,7 @@ def make(owner: Any, name: str, scopes: list[dict[str, Any]], flags: dict[str, b
     agent, _, _ = services.agent_create(owner=owner, name=name, description=description,
                                         capability_manifest=copy.deepcopy(manifest))
     if status != "enabled":
-        services.agent_set_status(agent=agent, status=status)
+        services.agent_set_status(agent=agent, status=status, actor=agent.owner)
     return agent
 
 

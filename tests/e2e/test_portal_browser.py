@@ -621,8 +621,15 @@ def test_the_reconsent_page_says_what_the_agent_can_now_do_in_the_users_language
 
 def pause(server: LiveServer, agent_id: str) -> None:
     """What an operator's admin action does."""
+    set_status(server, agent_id, "paused")
+
+
+def set_status(server: LiveServer, agent_id: str, status: str) -> None:
+    """What an operator's admin action does (the demo's operator is ``admin``)."""
     server.manage("shell", "-c", "from agents.models import Agent; from agents.services import agent_set_status; "
-                  f"agent_set_status(agent=Agent.objects.get(pk='{agent_id}'), status='paused')")
+                  "from django.contrib.auth.models import User; "
+                  f"agent_set_status(agent=Agent.objects.get(pk='{agent_id}'), status='{status}', "
+                  "actor=User.objects.get(username='admin'))")
 
 
 def overlaps(a: FloatRect | None, b: FloatRect | None) -> bool:

@@ -351,14 +351,14 @@ def test_deactivating_bob_closes_his_token_and_session_sockets_on_both_workers(
 
 def test_pausing_the_agent_closes_its_runtime_sockets_on_both_workers_with_4403(
         deployment: Deployment, world: dict[str, Any]) -> None:
-    agent = Agent.objects.get(pk=world["agent_id"])
+    agent = Agent.objects.select_related("owner").get(pk=world["agent_id"])
     urls = [f"{ws}/ws/agent?token={world['agent_key']}" for ws in deployment.ws_urls]
 
     async def scenario() -> None:
         runtimes = [await open_socket(url) for url in urls]
         for runtime in runtimes:
             assert await ready(runtime) == []
-        await asyncio.to_thread(agent_services.agent_set_status, agent=agent, status="paused")
+        await asyncio.to_thread(agent_services.agent_set_status, agent=agent, status="paused", actor=agent.owner)
         for runtime in runtimes:
             assert await closed_with(runtime) == (4403, [])
         assert await refused(urls[0])

@@ -180,11 +180,14 @@ def test_pausing_the_agent_closes_its_runtime_sockets_with_4403_and_refuses_them
     async def scenario() -> None:
         runtime = await open_socket(path)
         bobs = await open_socket(f"/ws/events?token={world['bob_secret']}")
-        await database_sync_to_async(agent_services.agent_set_status)(agent=world["agent"], status="paused")
+        await database_sync_to_async(agent_services.agent_set_status)(agent=world["agent"], status="paused",
+                                                                      actor=world["agent"].owner)
         assert await close_code(runtime) == (4403, [])
         assert await refused(path)
         assert await database_sync_to_async(agent_says)(world["agent_secret"], world["relation"], "paused") == 403
-        assert await bobs.receive_nothing(timeout=0.5)  # bob stays connected, and hears nothing from it
+        told = json.loads(await bobs.receive_from(timeout=10))  # bob stays connected and is told of the pause
+        assert (told["type"], told["data"]["status"]) == ("agent.status_changed", "paused")
+        assert await bobs.receive_nothing(timeout=0.5)  # and hears nothing else from it
         await bobs.disconnect()
 
     run(scenario)

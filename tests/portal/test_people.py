@@ -60,7 +60,7 @@ def test_connecting_with_nothing_ticked_says_the_agent_can_do_nothing_yet(bob: U
 def test_a_paused_agent_shows_as_paused_to_its_users_and_in_its_owners_activity(
         alice: User, bob: User, agent: Agent) -> None:
     relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"])
-    agent_services.agent_set_status(agent=agent, status="paused")
+    agent_services.agent_set_status(agent=agent, status="paused", actor=agent.owner)
     connections = browser_for(bob).get(reverse("portal:connections")).content.decode()
     assert "data-paused-badge" in connections and "Paused by the platform" in connections
     region = browser_for(alice).get(reverse("portal:agent-live", args=[agent.pk, "activity"])).json()["html"]

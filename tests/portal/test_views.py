@@ -121,7 +121,7 @@ def test_the_preview_of_a_breaking_change_names_the_scopes_the_users_and_an_exam
 
 
 def test_a_pointer_is_escaped_where_it_is_given_break_points() -> None:
-    from portal.presentation import pointer_breaks
+    from agents.html import pointer_breaks
 
     assert pointer_breaks("/tools/<b>x</b>") == "/<wbr>tools/<wbr>&lt;b&gt;x&lt;/<wbr>b&gt;"
     assert pointer_breaks("") == "" and pointer_breaks(None) == ""

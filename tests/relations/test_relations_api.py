@@ -71,7 +71,7 @@ def test_a_second_live_relation_is_a_conflict(bob_api: APIClient, agent: Agent) 
 @pytest.mark.parametrize(("status", "code"), [("paused", "AGENT_PAUSED"), ("deprecated", "AGENT_DEPRECATED")])
 def test_paused_and_deprecated_agents_accept_no_new_relations(bob_api: APIClient, agent: Agent, status: str,
                                                               code: str) -> None:
-    agent_services.agent_set_status(agent=agent, status=status)
+    agent_services.agent_set_status(agent=agent, status=status, actor=agent.owner)
 
     response = consent(bob_api, agent, [])
 

@@ -105,10 +105,10 @@ def test_a_pending_scope_that_stays_granted_still_withholds_its_tools(
 
 def test_a_paused_agent_offers_nothing_and_a_deprecated_one_still_serves_its_relations(
         bob_api: APIClient, agent: Agent, relation: Relation) -> None:
-    agent_services.agent_set_status(agent=agent, status="paused")
+    agent_services.agent_set_status(agent=agent, status="paused", actor=agent.owner)
     assert names(tools_of(bob_api, relation)) == []
 
-    agent_services.agent_set_status(agent=agent, status="deprecated")
+    agent_services.agent_set_status(agent=agent, status="deprecated", actor=agent.owner)
     assert names(tools_of(bob_api, relation)) == ["read_file"]
 
 

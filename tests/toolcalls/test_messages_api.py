@@ -118,7 +118,7 @@ def test_a_revoked_relation_carries_no_messages(bob_api: APIClient, agent_api: A
 
 
 def test_a_paused_agent_cannot_send(agent_api: APIClient, relation: Relation, agent: Agent) -> None:
-    agent_services.agent_set_status(agent=agent, status="paused")
+    agent_services.agent_set_status(agent=agent, status="paused", actor=agent.owner)
 
     response = send(agent_api, relation, tool_call())
 
@@ -186,9 +186,9 @@ def test_a_key_in_flight_is_409_and_stores_nothing(agent_api: APIClient, relatio
 
 
 def test_a_failed_request_releases_its_key(agent_api: APIClient, relation: Relation, agent: Agent) -> None:
-    agent_services.agent_set_status(agent=agent, status="paused")
+    agent_services.agent_set_status(agent=agent, status="paused", actor=agent.owner)
     assert send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-4").status_code == 403
-    agent_services.agent_set_status(agent=agent, status="enabled")
+    agent_services.agent_set_status(agent=agent, status="enabled", actor=agent.owner)
 
     assert send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-4").status_code == 201
     assert IdempotencyKey.objects.get(key="k-4").state == "completed"

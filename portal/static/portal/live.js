@@ -119,8 +119,10 @@
       "h2a.reauth_required": fmt(T.reauth, { v: data.new_manifest_version }),
       "agent.manifest_updated": fmt(T.published, { v: data.new_manifest_version }),
       "agent.telemetry_warning": fmt(T.size_warning, { v: data.manifest_version }),
+      "agent.status_changed": T.status[data.status] || "",
     };
-    const warn = frame.type === "h2a.reauth_required" || frame.type === "agent.telemetry_warning";
+    const warn = frame.type === "h2a.reauth_required" || frame.type === "agent.telemetry_warning" ||
+      (frame.type === "agent.status_changed" && data.status === "paused");
     toast(messages[frame.type], warn ? "warn" : "");
   }
 
