@@ -187,8 +187,10 @@ class McpBridge(FrameConsumer):
             await self.server.run(read, write, self.initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
-        """The Streamable HTTP app (Starlette) at ``path``."""
-        return self.server.streamable_http_app(streamable_http_path=path, host=host)
+        """The Streamable HTTP app (Starlette) at ``path``. A call has one answer and nothing
+        to stream before it, so it is a plain JSON response (cheaper than an SSE stream);
+        ``list_changed`` rides the client's standalone GET stream."""
+        return self.server.streamable_http_app(streamable_http_path=path, host=host, json_response=True)
 
     async def serve_http(self, *, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                          started: asyncio.Event | None = None) -> None:
@@ -196,11 +198,16 @@ class McpBridge(FrameConsumer):
         server = uvicorn.Server(uvicorn.Config(self.http_app(host=host, path=path), host=host, port=port,
                                                log_level="warning", access_log=False))
         serving = asyncio.create_task(server.serve())
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.01)
-        if started is not None:
-            started.set()
-        await serving
+        try:
+            while not server.started and not serving.done():
+                await asyncio.sleep(0.01)
+            if started is not None:
+                started.set()
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            server.should_exit = True  # let uvicorn close its connections and lifespan itself
+            await serving
+            raise
 
 
 def call_tool_result(result: ToolResult) -> types.CallToolResult:
