@@ -124,6 +124,9 @@ class Scene:
         return ["-m", "toolcalls.sdk.mcp_server", "--relation", self.relation_id, "--manifest", str(self.manifest_file),
                 "--call-timeout", str(BRIDGE_CALL_TIMEOUT_S), *extra]
 
+    def bridge_output(self) -> str:
+        return "".join(log.read_text(errors="replace") for log in self.home.glob("bridge-*.log"))
+
     async def on_message(self, message: IncomingMessage) -> None:
         if not isinstance(message, Exception):
             self.notifications.put_nowait(message.method)

@@ -72,6 +72,7 @@ def test_an_mcp_client_lists_bobs_tools_and_calls_them_through_the_blind_pipe(
             "status": "error", "reason": "TOOL_PLATFORM_ERROR"}
         timed_out = error_body(await session.call_tool("slow", {"text": "x"}))
         assert (timed_out["status"], timed_out["reason"]) == ("error", "timeout")
+        assert scene.agent_key not in scene.bridge_output()  # the bridge's stderr and its logs
 
     run_scene(server, tmp_path, transport, body)
 
