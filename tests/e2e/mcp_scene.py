@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -87,6 +88,7 @@ class Scene:
     relation_id: str = ""
     device: Device = field(default_factory=Device)
     notifications: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    capabilities: types.ServerCapabilities | None = None  # what the bridge said at initialize
 
     @property
     def manifest_file(self) -> Path:
@@ -157,7 +159,7 @@ class Scene:
         with (self.home / "bridge-stderr.log").open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, message_handler=self.on_message) as session:
-                    await session.initialize()
+                    self.capabilities = (await session.initialize()).capabilities
                     yield session
 
     @asynccontextmanager
@@ -172,7 +174,7 @@ class Scene:
             await _wait_listening(port, process)
             async with streamable_http_client(url) as (read, write):
                 async with ClientSession(read, write, message_handler=self.on_message) as session:
-                    await session.initialize()
+                    self.capabilities = (await session.initialize()).capabilities
                     yield session
         finally:
             process.terminate()

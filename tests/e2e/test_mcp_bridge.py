@@ -81,6 +81,8 @@ def test_an_mcp_client_lists_bobs_tools_and_calls_them_through_the_blind_pipe(
 def test_a_breaking_change_removes_the_tool_from_the_list_until_bob_consents_again(
         server: LiveServer, tmp_path: Path, transport: str) -> None:
     async def body(scene: Scene, session: ClientSession) -> None:
+        assert scene.capabilities is not None and scene.capabilities.tools is not None
+        assert scene.capabilities.tools.list_changed is True
         assert "delete_note" in await names(session)
 
         await asyncio.to_thread(scene.publish, widened_manifest())

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import mcp_types as types
 import uvicorn
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -59,6 +59,17 @@ MAX_SESSIONS = 256  # handshake-era clients told of changes (the Streamable HTTP
 ManifestSource = Callable[[], Mapping[str, Any]]
 
 
+class _RelationServer(Server[Any]):
+    """Says ``tools.listChanged`` on every transport: the Streamable HTTP manager asks for
+    the default initialization options, which would not."""
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                                      extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
 class McpBridge(FrameConsumer):
     """The MCP server of one relation. ``manifest_source``, when given, returns the manifest
     the publisher ships now (e.g. read from the file it signs): after a manifest event the
@@ -74,9 +85,9 @@ class McpBridge(FrameConsumer):
         self.call_timeout = call_timeout
         self.verified = AgentToolList(runtime, relation_id)
         self.bus = InMemorySubscriptionBus()
-        self.server: Server[Any] = Server(name, version="1", on_list_tools=self._on_list_tools,
-                                          on_call_tool=self._on_call_tool,
-                                          on_subscriptions_listen=ListenHandler(self.bus))
+        self.server: Server[Any] = _RelationServer(name, version="1", on_list_tools=self._on_list_tools,
+                                                   on_call_tool=self._on_call_tool,
+                                                   on_subscriptions_listen=ListenHandler(self.bus))
         # Handshake-era clients, by MCP session id (None: stdio's one client). ``ctx.session`` is
         # a per-request proxy; its notifications without a request id ride the connection's
         # standalone channel, so the latest one of a connection reaches that client.
@@ -178,13 +189,10 @@ class McpBridge(FrameConsumer):
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
                      since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last))
 
-    def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
-
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout until it closes them."""
         async with stdio_server() as (read, write):
-            await self.server.run(read, write, self.initialization_options())
+            await self.server.run(read, write, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
         """The Streamable HTTP app (Starlette) at ``path``. A call has one answer and nothing
