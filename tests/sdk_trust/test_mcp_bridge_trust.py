@@ -11,11 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 from mcp.client.client import Client
 
 from agents import services as agent_services
 from hashee.auth import api_key_create
 from relations import services as relation_services
+from relations.models import Relation
 from tests.e2e.mcp_scene import MANIFEST, widened_manifest
 from tests.sdk_trust.lying import LyingTransport, serve_manifest
 from tests.toolcalls.test_roundtrip import ApiClientTransport, run
@@ -112,3 +114,26 @@ def test_a_listening_client_of_the_2026_protocol_is_told_when_the_list_changes(s
             return [t.name for t in (await client.list_tools()).tools]
 
     assert run(scenario) == ["echo", "broken", "slow"]
+
+
+def test_a_revoked_relation_lists_nothing_even_if_the_server_still_lists_tools(stage: Stage) -> None:
+    served: list[dict[str, Any]] = []
+
+    async def scenario() -> list[str]:
+        bridge = stage.bridge(MANIFEST)
+        served.extend(await listed_entries(bridge))
+        await database_sync_to_async(revoke)(stage.relation_id)
+        stage.tools_lie(lambda tools: tools.extend(served))  # the server "forgets" the revocation
+        await bridge.poll(0)  # h2a.relation_revoked
+        return await listed(bridge)
+
+    assert run(scenario) == []
+
+
+def revoke(relation_id: str) -> None:
+    relation_services.relation_revoke(relation=Relation.objects.get(pk=relation_id))
+
+
+async def listed_entries(bridge: McpBridge) -> list[dict[str, Any]]:
+    async with Client(bridge.server) as client:
+        return [tool.model_dump(by_alias=True, exclude_none=True) for tool in (await client.list_tools()).tools]
