@@ -225,7 +225,8 @@ def main() -> None:
             tempfile.TemporaryDirectory() as state:
         samples = asyncio.run(run(world, deployment.urls[0], Path(state)))
     print(f"MCP bridge vs direct call_tool: 1 uvicorn worker, PostgreSQL, Redis; {os.cpu_count()} cores; "
-          f"{CALLS} calls of each kind, interleaved one at a time, after {WARM_UP} warm-up")
+          f"{CALLS} calls of each kind, interleaved one at a time, after {WARM_UP} warm-up; "
+          f"load average {os.getloadavg()[0]:.1f} at the end (a shared machine wakes a waiting process late)")
     print(row("direct call_tool (agent → device → agent)", samples["direct"]))
     print(row("MCP tools/call, Streamable HTTP bridge", samples["http"]))
     print(row("MCP tools/call, stdio bridge (own process)", samples["stdio"]))
