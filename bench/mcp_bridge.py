@@ -150,6 +150,7 @@ async def bare_mcp() -> AsyncIterator[Call]:
         return types.ListToolsResult(tools=[types.Tool(name="notify", input_schema={"type": "object"})])
 
     floor = Server("floor", on_list_tools=tools, on_call_tool=answer)
+    floor.middleware = []  # as the bridge: no OpenTelemetry span per message
     app = floor.streamable_http_app(host="127.0.0.1", json_response=True)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
