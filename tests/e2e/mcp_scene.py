@@ -28,17 +28,16 @@ BRIDGE_CALL_TIMEOUT_S = 5.0
 WAIT_S = 30.0
 
 
-def tool(name: str, scope: str, properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def tool(name: str, scope: str, properties: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "description_i18n_key": f"agent.cap.{name}.description",
             "description_fallback": f"{name} on bob's device", "permission_scope": scope, "timeout_ms": 20000,
-            "input_schema": {"type": "object", "additionalProperties": False, "properties": properties}, **extra}
+            "input_schema": {"type": "object", "additionalProperties": False, "properties": properties}}
 
 
 TEXT = {"text": {"type": "string", "maxLength": 200}}
 MANIFEST: dict[str, Any] = {
     "schema_version": "1.0", "agent_version": "1.0.0",
-    "tools": [tool("echo", "notes:read", TEXT),
-              tool("broken", "notes:read", TEXT), tool("slow", "notes:read", TEXT),
+    "tools": [tool("echo", "notes:read", TEXT), tool("broken", "notes:read", TEXT), tool("slow", "notes:read", TEXT),
               tool("delete_note", "notes:write", {"id": {"type": "string"}})],
     "permission_scopes": [{"id": "notes:read", "label_i18n_key": "agent.scope.notes_read.label", "sensitivity": "low"},
                           {"id": "notes:write", "label_i18n_key": "agent.scope.notes_write.label",
