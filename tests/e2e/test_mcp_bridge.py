@@ -1,0 +1,98 @@
+"""SPEC §10.2 end to end: the official ``mcp`` client (``ClientSession``) talks to the
+agent's MCP bridge — its own process, over stdio and over Streamable HTTP — which calls
+bob's real device client through a live server (uvicorn, the whole Django stack)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+
+from hashee_sdk import KeyPair
+from tests.e2e.live import LiveServer, sqlite_demo_server
+from tests.e2e.mcp_scene import Scene, widened_manifest
+
+TRANSPORTS = ("stdio", "http")
+BOBS_DEVICE = KeyPair.generate()  # bob's one device on the module's server: a second one would need approving
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with sqlite_demo_server(tmp_path_factory.mktemp("mcp-bridge")) as live:
+        yield live
+
+
+def run_scene(server: LiveServer, home: Path, transport: str,
+              body: Callable[[Scene, ClientSession], Awaitable[None]]) -> None:
+    async def main() -> None:
+        scene = Scene(server, home, BOBS_DEVICE)
+        await asyncio.to_thread(scene.create)
+        session_of: Callable[[], AbstractAsyncContextManager[ClientSession]] = (
+            scene.stdio_session if transport == "stdio" else scene.http_session)
+        async with scene.bobs_device(), session_of() as session:
+            await body(scene, session)
+
+    asyncio.run(main())
+
+
+async def names(session: ClientSession) -> list[str]:
+    return [tool.name for tool in (await session.list_tools()).tools]
+
+
+def error_body(result: types.CallToolResult) -> dict[str, Any]:
+    assert result.is_error is True
+    text = result.content[0]
+    assert isinstance(text, types.TextContent)
+    body: dict[str, Any] = json.loads(text.text)
+    return body
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_mcp_client_lists_bobs_tools_and_calls_them_through_the_blind_pipe(
+        server: LiveServer, tmp_path: Path, transport: str) -> None:
+    async def body(scene: Scene, session: ClientSession) -> None:
+        listed = (await session.list_tools()).tools
+        assert [t.name for t in listed] == ["echo", "broken", "slow", "delete_note"]
+        assert listed[0].input_schema["properties"] == {"text": {"type": "string", "maxLength": 200}}
+
+        ok = await session.call_tool("echo", {"text": "hello bob"})
+        assert ok.is_error is not True and ok.structured_content == {"echo": "hello bob"}
+        assert isinstance(ok.content[0], types.TextContent) and json.loads(ok.content[0].text) == {"echo": "hello bob"}
+
+        assert error_body(await session.call_tool("delete_note", {"id": "n1"})) == {
+            "status": "denied", "reason": "user_refused"}
+        assert error_body(await session.call_tool("broken", {"text": "x"})) == {
+            "status": "error", "reason": "TOOL_PLATFORM_ERROR"}
+        timed_out = error_body(await session.call_tool("slow", {"text": "x"}))
+        assert (timed_out["status"], timed_out["reason"]) == ("error", "timeout")
+        assert scene.agent_key not in scene.bridge_output()  # the bridge's stderr and its logs
+
+    run_scene(server, tmp_path, transport, body)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_breaking_change_removes_the_tool_from_the_list_until_bob_consents_again(
+        server: LiveServer, tmp_path: Path, transport: str) -> None:
+    async def body(scene: Scene, session: ClientSession) -> None:
+        assert scene.capabilities is not None and scene.capabilities.tools is not None
+        assert scene.capabilities.tools.list_changed is True
+        assert "delete_note" in await names(session)
+
+        await asyncio.to_thread(scene.publish, widened_manifest())
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        assert await names(session) == ["echo", "broken", "slow"]  # notes:write waits for bob
+        still = await session.call_tool("echo", {"text": "still here"})
+        assert still.structured_content == {"echo": "still here"}  # the settled scope keeps working
+
+        await asyncio.to_thread(scene.reconsent)
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        assert await names(session) == ["echo", "broken", "slow", "delete_note"]
+
+    run_scene(server, tmp_path, transport, body)
