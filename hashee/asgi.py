@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP (Django) and WebSockets from one process.
 
 HTTP runs Django's WSGI handler on a pool of threads (hashee.http_bridge explains why);
-sockets stay async on the event loop.
+sockets and the event stream (GET /events/stream, hashee.sse) stay async on the event loop.
 
 Origin checks are done per socket, not by AllowedHostsOriginValidator: token sockets
 accept clients that send no Origin (non-browser clients); session sockets need one.
@@ -29,6 +29,7 @@ from hashee.asgi_limits import BodySizeLimit, RequestHeaderLimit  # noqa: E402
 from hashee.checks import refuse_to_serve  # noqa: E402
 from hashee.http_bridge import ThreadedWsgiBridge  # noqa: E402
 from hashee.routing import websocket_urlpatterns  # noqa: E402
+from hashee.sse import EventStreamRoute  # noqa: E402
 
 refuse_to_serve()  # e.g. the public development SECRET_KEY with DEBUG off
 logredact.install()  # socket tokens travel in query strings, which the server logs
@@ -37,7 +38,7 @@ requestlog.install(settings.HASHEE_LOG_FORMAT)
 django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HASHEE_HTTP_THREADS)
 
 application = RequestHeaderLimit(ProtocolTypeRouter({
-    "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES),
+    "http": BodySizeLimit(EventStreamRoute(django_http_app), max_bytes=settings.MAX_REQUEST_BODY_BYTES),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 }), max_count=settings.MAX_REQUEST_HEADERS, max_bytes=settings.MAX_REQUEST_HEADER_BYTES)
 

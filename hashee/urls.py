@@ -10,6 +10,7 @@ from hashee.events_api import EventListView
 from hashee.login_throttle import ThrottledAdminLoginForm, refused_with_429
 from hashee.oauth_api import OAuthTokenView
 from hashee.schema_view import SchemaView
+from hashee.sse import EventStreamView
 
 # The admin's login is throttled like the portal's (hashee.login_throttle).
 admin.site.login_form = ThrottledAdminLoginForm
@@ -27,6 +28,7 @@ urlpatterns = [
     path(".well-known/jwks.json", views.PlatformJwksView.as_view(), name="platform-jwks"),
     path("api/ping", views.PingView.as_view(), name="ping"),
     path("events", EventListView.as_view(), name="events"),
+    path("events/stream", EventStreamView.as_view(), name="events-stream"),
     path("oauth/token", OAuthTokenView.as_view(), name="oauth-token"),
     path("", include("agents.urls")),
     path("", include("relations.urls")),
