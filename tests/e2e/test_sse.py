@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from httpx_sse import ServerSentEvent, connect_sse
 
 from deploy.local import Deployment
@@ -51,13 +52,29 @@ def _purge_here(upto: int) -> int:
     return events.events_purge()
 
 
+def _log_in_with_the_demo_password(browser: httpx.Client) -> None:
+    browser.get("/portal/login/")
+    logged_in = browser.post("/portal/login/", headers=_csrf(browser), data={"username": "bob", "password": "hashee-demo"})
+    assert logged_in.status_code == 302, logged_in.text[:500]
+
+
+def _log_in_here(browser: httpx.Client) -> None:
+    """A session made in this process (the workers share its database and secret key)."""
+    from django.test import Client
+
+    session = Client()
+    session.force_login(User.objects.get(username="bob"))
+    browser.cookies.set("sessionid", session.cookies["sessionid"].value)
+    browser.get("/portal/", follow_redirects=True)  # and a CSRF cookie
+
+
 @dataclass
 class Stack:
     name: str
     cause_url: str  # where changes are made
     stream_url: str  # where streams are held (the other worker on PostgreSQL)
     purge_through: Callable[[int], int]  # ages the events up to an id past retention, purges; how many went
-    bob_password: str
+    log_bob_in: Callable[[httpx.Client], None]  # gives a browser bob's session cookie
     keys: tuple[str, str] = ("", "")  # alice's and bob's hsk_ keys (per test on PostgreSQL)
 
 
@@ -68,14 +85,15 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             def purge(upto: int) -> int:
                 return int(live.manage("shell", "-c", PURGE.format(upto=upto)).split()[-1])
 
-            yield Stack("sqlite", live.url, live.url, purge, "hashee-demo", (live.alice_key, live.bob_key))
+            yield Stack("sqlite", live.url, live.url, purge, _log_in_with_the_demo_password,
+                        (live.alice_key, live.bob_key))
         return
     from tests.e2e.test_two_workers import workers_env
 
     request.getfixturevalue("django_db_setup")
     env = {**workers_env(request.getfixturevalue("django_db_blocker")), **STREAM_SETTINGS}
     with Deployment(workers=2, env=env) as deployment:
-        yield Stack("postgres", deployment.urls[0], deployment.urls[1], _purge_here, "pw-bob")
+        yield Stack("postgres", deployment.urls[0], deployment.urls[1], _purge_here, _log_in_here)
 
 
 @dataclass
@@ -278,10 +296,7 @@ def _csrf(browser: httpx.Client) -> dict[str, str]:
 
 def test_bobs_browser_session_streams_until_he_logs_out(world: World, stack: Stack) -> None:
     with _client(stack.cause_url) as browser:
-        browser.get("/portal/login/")
-        logged_in = browser.post("/portal/login/", headers=_csrf(browser),
-                                 data={"username": "bob", "password": stack.bob_password})
-        assert logged_in.status_code == 302, logged_in.text[:500]
+        stack.log_bob_in(browser)
         with _client(world.stream_url) as tab, stream(tab, cookies=dict(browser.cookies)) as frames:
             relation_id = relate(world)
             created = take(frames, 1)[0]
