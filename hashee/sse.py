@@ -149,7 +149,7 @@ class EventStreamRoute:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH:
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "GET":  # HEAD: headers only
             await self.app(scope, receive, send)
             return
         hub = get_hub()
