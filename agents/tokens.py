@@ -37,6 +37,7 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], frozenset[str]]] = {
     # The parties' public keys: sealing a message needs them, and so does verifying one.
     ("relation-keys", "GET"): frozenset({"messages:write", "messages:read"}),
     ("events", "GET"): frozenset({"events:read"}),
+    ("events-stream", "GET"): frozenset({"events:read"}),
     ("relation-tools", "GET"): frozenset({"tools:read"}),
 }
 SOCKET_SCOPE: Final = "events:read"  # ws /ws/agent

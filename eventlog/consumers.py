@@ -75,6 +75,17 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
     counted = False  # in the open-sockets gauge (from accept to disconnect)
 
     async def connect(self) -> None:
+        hub = get_hub()
+        await hub.start()
+        seen = hub.last_id
+        await self.open_stream(hub, seen=seen, authenticated=await self._authenticate(),
+                               since_raw=_query(self.scope).get("since"))
+
+    async def open_stream(self, hub: EventHub, *, seen: int, authenticated: tuple[Any, SocketAccess] | None,
+                          since_raw: str | None) -> None:
+        """Attach to ``hub`` as the principal ``authenticated`` found (the hub's position
+        ``seen`` read before it looked), replay from ``since_raw`` and go live. Shared with
+        the server-sent event stream (eventlog.sse), which authenticates through its view."""
         self.hub: EventHub | None = None
         self.live = False
         self.ended = False
@@ -83,15 +94,10 @@ class EventStreamConsumer(AsyncWebsocketConsumer):
         self.pongs_owed = 0
         self.outbox = Outbox(max_frames=OUTBOX_FRAMES, max_bytes=OUTBOX_BYTES)
         self.tasks: list[asyncio.Task[None]] = []
-        hub = get_hub()
-        await hub.start()
-        seen = hub.last_id
-        authenticated = await self._authenticate()
         if authenticated is None:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.principal, self.access = authenticated
-        since_raw = _query(self.scope).get("since")
         if since_raw is not None and not since_raw.isdigit():
             await self.close(code=4400)
             return
@@ -289,7 +295,7 @@ class UserEventsConsumer(EventStreamConsumer):
         windows = await database_sync_to_async(self._windows)()
         # A browser (session) socket is also the owner's portal: it hears the events
         # addressed to the agents the user owns, as their runtimes do.
-        self.owned = [] if _query(self.scope).get("token") else await database_sync_to_async(self._owned)()
+        self.owned = [] if self.access.key_id is not None else await database_sync_to_async(self._owned)()
         if self.ended:
             return
         self.windows = windows

@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP (Django) and WebSockets from one process.
 
 HTTP runs Django's WSGI handler on a pool of threads (hashee.http_bridge explains why);
-sockets stay async on the event loop.
+sockets and the event stream (GET /events/stream, eventlog.sse) stay async on the event loop.
 
 Origin checks are done per socket, not by AllowedHostsOriginValidator: token sockets
 accept clients that send no Origin (non-browser clients); session sockets need one.
@@ -26,6 +26,7 @@ from django.urls import get_resolver  # noqa: E402
 
 from eventlog.doorbell import LoopDoorbell  # noqa: E402
 from eventlog.routing import websocket_urlpatterns  # noqa: E402
+from eventlog.sse import EventStreamRoute  # noqa: E402
 from hashee import logredact, requestlog  # noqa: E402
 from hashee.asgi_limits import BodySizeLimit, RequestHeaderLimit  # noqa: E402
 from hashee.checks import refuse_to_serve  # noqa: E402
@@ -40,7 +41,7 @@ django_http_app = ThreadedWsgiBridge(get_wsgi_application(), threads=settings.HA
                                      on_request=LoopDoorbell.attach)
 
 application = RequestHeaderLimit(ProtocolTypeRouter({
-    "http": BodySizeLimit(django_http_app, max_bytes=settings.MAX_REQUEST_BODY_BYTES,
+    "http": BodySizeLimit(EventStreamRoute(django_http_app), max_bytes=settings.MAX_REQUEST_BODY_BYTES,
                           body_timeout=settings.HASHEE_BODY_TIMEOUT_SECONDS),
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 }), max_count=settings.MAX_REQUEST_HEADERS, max_bytes=settings.MAX_REQUEST_HEADER_BYTES)

@@ -52,6 +52,7 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("RELATION_REVOKED", 403, "The relation has been revoked."),
     ErrorCode("MESSAGE_TOO_LARGE", 413, "The message payload is larger than 262144 bytes."),
     ErrorCode("RATE_LIMITED", 429, "Too many tool calls; see Retry-After and X-RateLimit-* headers."),
+    ErrorCode("TOO_MANY_STREAMS", 429, "This user or agent already holds as many sockets and event streams on this worker as it may (HASHEE_MAX_SOCKETS_PER_PRINCIPAL, 32 by default)."),
     ErrorCode("IDEMPOTENCY_KEY_REUSED", 422, "The Idempotency-Key was used with a different request body."),
     ErrorCode("IDEMPOTENCY_KEY_IN_USE", 409, "A request with this Idempotency-Key is still running."),
     ErrorCode("SERVICE_UNAVAILABLE", 503, "A backing service (database, cache) is unavailable; retry later."),

@@ -49,6 +49,8 @@ class ThreadedWsgiBridge:
         builder = WsgiToAsgiInstance(self.wsgi_app)
         builder.scope = scope
         environ: dict[str, Any] = builder.build_environ(scope, io.BytesIO(body))
+        # What an ASGI route hands its view (eventlog.sse: the stream it will serve).
+        environ.update((k, v) for k, v in scope.items() if k.startswith("hashee."))
         return environ
 
     def _run(self, environ: dict[str, Any]) -> Response:

@@ -254,6 +254,10 @@ HASHEE_ADMIN_ESTIMATED_COUNT_FROM = int(os.environ.get("HASHEE_ADMIN_ESTIMATED_C
 HASHEE_EVENT_POLL_SECONDS = float(os.environ.get("HASHEE_EVENT_POLL_SECONDS", "2"))
 # Sockets one user (or one agent) may hold open on each worker; more are closed with 4429.
 HASHEE_MAX_SOCKETS_PER_PRINCIPAL = int(os.environ.get("HASHEE_MAX_SOCKETS_PER_PRINCIPAL", "32"))
+# GET /events/stream: a comment this often keeps proxies from closing an idle stream (SPEC
+# §10.3: 15 s), and a stream ends after this long (the client resumes with Last-Event-ID).
+HASHEE_SSE_KEEPALIVE_SECONDS = float(os.environ.get("HASHEE_SSE_KEEPALIVE_SECONDS", "15"))
+HASHEE_SSE_MAX_SECONDS = float(os.environ.get("HASHEE_SSE_MAX_SECONDS", "3600"))
 # Lifetime of the hat_ tokens POST /oauth/token issues (SPEC §10.3: at most 600).
 HASHEE_ACCESS_TOKEN_SECONDS = int(os.environ.get("HASHEE_ACCESS_TOKEN_SECONDS", "600"))
 

@@ -91,12 +91,12 @@ def demo_server(env: dict[str, str], home: Path) -> Iterator[LiveServer]:
 
 
 @contextmanager
-def sqlite_demo_server(home: Path) -> Iterator[LiveServer]:
+def sqlite_demo_server(home: Path, **settings: str) -> Iterator[LiveServer]:
     """``demo_server`` on a fresh SQLite file under ``home``, one process, no Redis
-    (the in-memory channel layer is enough)."""
+    (the in-memory channel layer is enough); ``settings`` add environment variables."""
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **settings}
     env.pop("REDIS_URL", None)
     with demo_server(env, home) as live:
         yield live

@@ -26,7 +26,9 @@ MAX_SECONDS = os.environ.get("HASHEE_SCHEMATHESIS_CLI_SECONDS", "90")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with sqlite_demo_server(tmp_path_factory.mktemp("schemathesis-cli")) as live:
+    # GET /events/stream answers a stream that runs until the client leaves or its time is up:
+    # a short time lets schemathesis read each answer to its end.
+    with sqlite_demo_server(tmp_path_factory.mktemp("schemathesis-cli"), HASHEE_SSE_MAX_SECONDS="0.5") as live:
         yield live
 
 
