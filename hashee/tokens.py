@@ -10,7 +10,6 @@ until it is listed here.
 
 from __future__ import annotations
 
-import functools
 import hmac
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -22,7 +21,6 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from hashee import rows
 from hashee.auth import AgentPrincipal, hash_secret, new_secret, split_secret
 
 if TYPE_CHECKING:
@@ -67,39 +65,16 @@ def access_token_issue(*, key: ApiKey, scopes: Iterable[str], now: datetime | No
 def access_token_lookup(secret: str, *, now: datetime | None = None) -> AccessToken | None:
     """The live token whose secret this is (not expired, its agent key not revoked, the
     key's user active), with its key loaded; else None."""
-    from agents.models import ApiKey
-    from hashee.token_models import AccessToken
+    from toolcalls import statements
 
     parts = split_secret(secret, (TOKEN_MARKER,))
     if parts is None:
         return None
     wanted = hash_secret(secret)
-    token_columns, key_columns, sql = _lookup_query()
-    params = [parts[1], rows.db_value(AccessToken, "expires_at", now or timezone.now()), str(ApiKey.Kind.AGENT)]
-    for token, key in rows.read(sql, params, token_columns, key_columns):
+    for token in statements.access_tokens_by_prefix(prefix=parts[1], now=now or timezone.now()):
         if hmac.compare_digest(token.token_hash, wanted):
-            token.key = key
             return token
     return None
-
-
-@functools.cache
-def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
-    """Every request with a token runs this: one hand-written query (hashee.rows), as for keys."""
-    from django.contrib.auth import get_user_model
-
-    from agents.models import ApiKey
-    from hashee.token_models import AccessToken
-
-    user_model = get_user_model()
-    token = rows.Columns(AccessToken, "t", tuple(f.name for f in AccessToken._meta.concrete_fields))
-    key = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))
-    user = rows.Columns(user_model, "u", ())
-    sql = (f"SELECT {token.sql()}, {key.sql()} FROM {token.table()} "  # noqa: S608 - model metadata
-           f"JOIN {key.table()} ON k.id = t.key_id JOIN {user.table()} ON u.{user_model._meta.pk.column} = k.user_id "
-           f"WHERE t.prefix = %s AND t.expires_at > %s AND k.kind = %s AND k.agent_id IS NOT NULL "
-           f"AND k.revoked_at IS NULL AND u.is_active")
-    return token, key, sql
 
 
 class TokenPrincipal(AgentPrincipal):

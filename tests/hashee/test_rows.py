@@ -1,4 +1,4 @@
-"""Hand-written hot-path lookups return what the ORM would: the same types (UUIDs, JSON,
+"""Hand-written hot-path lookups (toolcalls.statements) return what the ORM would: the same types (UUIDs, JSON,
 datetimes and booleans on SQLite too), and fields left out load when read."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import Agent, ApiKey
 from hashee.auth import AgentPrincipal, api_key_create, api_key_lookup, api_key_revoke, principal_for_key
-from hashee.rows import Columns
 from relations.models import Relation
 from relations.selectors import relation_with_agent
 
@@ -78,13 +77,6 @@ def test_revoked_wrong_and_malformed_secrets_find_nothing(bob: User) -> None:
     api_key_revoke(key=key)
     assert api_key_lookup(secret) is None
     assert ApiKey.objects.filter(pk=key.pk).exists()
-
-
-def test_columns_refuse_fields_the_model_does_not_have() -> None:
-    with pytest.raises(Exception, match="no field named"):
-        Columns(Agent, "a", ("id", "nope"))
-    with pytest.raises(ValueError):
-        Columns(Agent, "a", ("id", "id"))
 
 
 def test_a_deactivated_users_key_finds_nothing_and_its_use_is_not_recorded(bob: User) -> None:
