@@ -63,7 +63,7 @@ def setup_world(messages: int) -> dict[str, Any]:
     for _ in range(messages):
         payload = base64.b64encode(secrets.token_bytes(PAYLOAD_CHARS * 3 // 4)).decode()  # like E2EE ciphertext
         _message_store(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
-                     content_type="application/octet-stream", payload=payload, size=len(payload) + 2)
+                       content_type="application/octet-stream", payload=payload, size=len(payload) + 2)
     return {"user_key": api_key_create(user=user)[1]}
 
 

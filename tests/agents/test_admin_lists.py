@@ -35,7 +35,7 @@ def populate(count: int, manifest: dict[str, Any]) -> None:
         user = User.objects.create(username=f"user{i}-{User.objects.count()}")
         relation = relation_services.relation_create(user=user, agent_id=agent.pk, granted_scopes=["filesystem:read"])
         pipe._message_store(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
-                          payload="ciphertext", size=12)
+                            payload="ciphertext", size=12)
         api_key_create(user=owner, agent=agent)
 
 

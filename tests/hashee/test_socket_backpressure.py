@@ -39,7 +39,7 @@ def agent_sends(relation: Relation, texts: list[str]) -> None:
     with transaction.atomic():
         for text in texts:
             _message_store(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
-                         content_type="text/plain", payload=text, size=len(text) + 2)
+                           content_type="text/plain", payload=text, size=len(text) + 2)
 
 
 async def open_socket(path: str) -> WebsocketCommunicator:
