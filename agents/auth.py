@@ -11,18 +11,14 @@ import functools
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from agents.models import Agent, ApiKey
-from hashee import rows
 
 USER_KEY_MARKER = "hsk_"
 AGENT_KEY_MARKER = "hak_"
@@ -53,73 +49,23 @@ def api_key_lookup(secret: str) -> ApiKey | None:
     """The key whose secret this is, not revoked and its user active (loaded; its agent on
     access), or None. Only such a key's use is recorded.
 
-    Every authenticated request runs this: it is one hand-written query (hashee.rows).
+    Every authenticated request runs this: it is one hand-written query (toolcalls.statements).
     """
+    from toolcalls import statements
+
     parts = split_secret(secret)
     if parts is None:
         return None
     marker, prefix = parts
-    key_columns, user_columns, sql = _lookup_query()
     kind = "user" if marker == USER_KEY_MARKER else "agent"
     wanted = hash_secret(secret)
     found = None
-    for key, user in rows.read(sql, [prefix, kind], key_columns, user_columns):
+    for key in statements.api_keys_by_prefix(prefix=prefix, kind=kind):
         if hmac.compare_digest(key.key_hash, wanted):
-            key.user = user
             found = key
     if found is not None:
         _touch(found)
     return found
-
-
-@functools.cache
-def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
-    user_model = get_user_model()
-    key_columns = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))
-    user_columns = rows.Columns(user_model, "u", tuple(f.name for f in user_model._meta.concrete_fields))
-    sql = (f"SELECT {key_columns.sql()}, {user_columns.sql()} FROM {key_columns.table()} "  # noqa: S608 - model metadata
-           f"JOIN {user_columns.table()} ON u.{user_model._meta.pk.column} = k.user_id "
-           f"WHERE k.prefix = %s AND k.kind = %s AND k.revoked_at IS NULL AND u.is_active")
-    return key_columns, user_columns, sql
-
-
-@dataclass(frozen=True)
-class KeyMatch:
-    """The agent key whose secret was given, found by SQL as ApiKeyAuthentication accepts
-    it (an agent's key, not revoked, its user active), for a statement that checks the key
-    itself instead of a lookup first (the relay's hot path). ``select`` (with ``params``)
-    is at most one row: the key's ``key_id`` and ``agent_id``."""
-
-    select: str
-    params: list[Any]
-
-    def touch(self, source: str) -> tuple[str, list[Any]]:
-        """An UPDATE recording the use of the key whose id is ``key_id`` of ``source``, as
-        ``_touch`` does (at most once per LAST_USED_RESOLUTION)."""
-        now = timezone.now()
-        return _key_match_sql()[1].format(source=source), [now, now - LAST_USED_RESOLUTION]
-
-
-def agent_key_match(secret: str) -> KeyMatch | None:
-    """The KeyMatch of an agent key's secret; None when it is not one (that is for the
-    authentication classes to say)."""
-    parts = split_secret(secret)
-    if parts is None or parts[0] != AGENT_KEY_MARKER:
-        return None
-    return KeyMatch(_key_match_sql()[0], [parts[1], str(ApiKey.Kind.AGENT), hash_secret(secret)])
-
-
-@functools.cache
-def _key_match_sql() -> tuple[str, str]:
-    user_model = get_user_model()
-    key, user = rows.Columns(ApiKey, "k", ("agent",)), rows.Columns(user_model, "u", ())
-    # The hash is of a 256-bit secret: comparing it in SQL tells a caller nothing usable.
-    select = (f"SELECT k.id AS key_id, {key.sql()} AS agent_id FROM {key.table()} "  # noqa: S608 - model metadata
-              f"JOIN {user.table()} ON u.{user_model._meta.pk.column} = k.user_id "
-              f"WHERE k.prefix = %s AND k.kind = %s AND k.key_hash = %s AND k.revoked_at IS NULL AND u.is_active")
-    touch = (f"UPDATE {connection.ops.quote_name(ApiKey._meta.db_table)} SET last_used_at = %s "  # noqa: S608
-             f"WHERE id = (SELECT key_id FROM {{source}}) AND (last_used_at IS NULL OR last_used_at < %s)")
-    return select, touch
 
 
 def _touch(key: ApiKey) -> None:

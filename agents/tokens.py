@@ -10,14 +10,12 @@ until it is listed here.
 
 from __future__ import annotations
 
-import functools
 import hmac
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -26,7 +24,7 @@ from rest_framework.request import Request
 from agents.auth import AgentPrincipal, hash_secret, new_secret, split_secret
 from agents.models import ApiKey
 from agents.token_models import AccessToken
-from hashee import rows
+from toolcalls import statements
 
 TOKEN_MARKER: Final = "hat_"  # noqa: S105 - the marker, not a secret
 SCOPES: Final = ("messages:write", "messages:read", "events:read", "tools:read")
@@ -69,27 +67,10 @@ def access_token_lookup(secret: str, *, now: datetime | None = None) -> AccessTo
     if parts is None:
         return None
     wanted = hash_secret(secret)
-    token_columns, key_columns, sql = _lookup_query()
-    params = [parts[1], rows.db_value(AccessToken, "expires_at", now or timezone.now()), str(ApiKey.Kind.AGENT)]
-    for token, key in rows.read(sql, params, token_columns, key_columns):
+    for token in statements.access_tokens_by_prefix(prefix=parts[1], now=now or timezone.now()):
         if hmac.compare_digest(token.token_hash, wanted):
-            token.key = key
             return token
     return None
-
-
-@functools.cache
-def _lookup_query() -> tuple[rows.Columns, rows.Columns, str]:
-    """Every request with a token runs this: one hand-written query (hashee.rows), as for keys."""
-    user_model = get_user_model()
-    token = rows.Columns(AccessToken, "t", tuple(f.name for f in AccessToken._meta.concrete_fields))
-    key = rows.Columns(ApiKey, "k", tuple(f.name for f in ApiKey._meta.concrete_fields))
-    user = rows.Columns(user_model, "u", ())
-    sql = (f"SELECT {token.sql()}, {key.sql()} FROM {token.table()} "  # noqa: S608 - model metadata
-           f"JOIN {key.table()} ON k.id = t.key_id JOIN {user.table()} ON u.{user_model._meta.pk.column} = k.user_id "
-           f"WHERE t.prefix = %s AND t.expires_at > %s AND k.kind = %s AND k.agent_id IS NOT NULL "
-           f"AND k.revoked_at IS NULL AND u.is_active")
-    return token, key, sql
 
 
 class TokenPrincipal(AgentPrincipal):

@@ -52,7 +52,7 @@ def setup_world(messages: int) -> dict[str, Any]:
     from agents.management.commands.seed_demo import DEMO_MANIFEST
     from relations import services as relation_services
     from relations.models import Relation
-    from toolcalls.services import Sender, message_send
+    from toolcalls.services import Sender, _message_store
 
     stamp = f"{int(time.time())}-{os.getpid()}"
     owner = User.objects.create(username=f"replay-owner-{stamp}")
@@ -62,8 +62,8 @@ def setup_world(messages: int) -> dict[str, Any]:
     relation = Relation.objects.select_related("agent").get(pk=relation.pk)
     for _ in range(messages):
         payload = base64.b64encode(secrets.token_bytes(PAYLOAD_CHARS * 3 // 4)).decode()  # like E2EE ciphertext
-        message_send(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
-                     content_type="application/octet-stream", payload=payload, size=len(payload) + 2)
+        _message_store(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
+                       content_type="application/octet-stream", payload=payload, size=len(payload) + 2)
     return {"user_key": api_key_create(user=user)[1]}
 
 

@@ -9,8 +9,6 @@ SQLite serialises writers anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -110,72 +108,6 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
     return event
 
 
-@dataclass(frozen=True)
-class Guard:
-    """A condition checked by the very statement that inserts (row_and_event_create's one
-    statement): ``sql`` SELECTs at most one row whose ``user_id`` column is the user the
-    event is addressed to; no row, and nothing is inserted."""
-
-    sql: str
-    params: list[Any]
-    # A data-modifying statement the same statement runs too (it may read ``guard``).
-    then: str = ""
-    then_params: list[Any] = field(default_factory=list)
-
-
-def row_and_event_create(instance: Model, *, type: str, data: Callable[[], dict[str, Any]], user_id: Any = None,
-                         agent: Any = None, guard: Guard | None = None) -> Event | None:
-    """Insert ``instance`` and the event about it (addressed to ``user_id`` or ``agent``),
-    atomically; ``data`` builds the event's data from the instance once its fields are final.
-
-    On PostgreSQL outside a transaction, and when the event has no webhook to queue, both
-    rows go in ONE autocommitted statement that also takes the log's lock: no BEGIN/COMMIT
-    round trips, and the lock is held only while the server executes and commits it (the
-    relay's hot path). Otherwise: the usual transaction.
-
-    With a ``guard`` (fast path only), the same statement checks it and takes the event's
-    user from it, and None means it found no row: nothing was stored.
-    """
-    fast = (connection.vendor == "postgresql" and not transaction.get_connection().in_atomic_block
-            and not (agent is not None and type in WEBHOOK_TYPES))
-    if not fast:
-        if guard is not None:
-            raise ValueError("a guard needs the one-statement path (PostgreSQL, outside a transaction)")
-        with transaction.atomic(savepoint=False):
-            instance.save(force_insert=True)
-            return event_emit(type=type, data=data(), user_id=user_id, agent=agent)
-    row_columns, row_typed, row_values = _insert_parts(instance)
-    event = Event(type=type, data=data(), user_id=user_id, agent=agent)
-    quote = connection.ops.quote_name
-    if guard is None:
-        head, lock_from, guard_params, event_from, guard_user = "", "", [], "", "NULL"
-        event_columns, event_typed, event_values = _insert_parts(event)
-    else:
-        head, lock_from = f"guard AS MATERIALIZED ({guard.sql}), ", " FROM guard"
-        if guard.then:
-            head += f"guard_then AS ({guard.then}), "
-        guard_params = [*guard.params, *guard.then_params]
-        event_from, guard_user = ", guard", "(SELECT user_id FROM guard)"
-        event_columns, event_typed, event_values = _insert_parts(event, computed={"user_id": "guard.user_id"})
-    row_pk = quote(instance._meta.pk.column)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH {head}log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s){lock_from}), "  # noqa: S608
-            f"new_row AS (INSERT INTO {quote(instance._meta.db_table)} ({row_columns}) "
-            f"SELECT {row_typed} FROM log_lock RETURNING {row_pk}), "
-            f"new_event AS (INSERT INTO {quote(Event._meta.db_table)} ({event_columns}) "
-            f"SELECT {event_typed} FROM log_lock{event_from}, new_row RETURNING id) "
-            f"SELECT (SELECT {row_pk} FROM new_row), (SELECT id FROM new_event), {guard_user}",
-            [*guard_params, EVENT_LOG_LOCK, *row_values, *event_values])
-        row_pk_value, event_id, guarded_user_id = cursor.fetchone()
-    if event_id is None:
-        return None  # the guard found no row
-    if guard is not None:
-        event.user_id = guarded_user_id
-    _saved(instance, row_pk_value)
-    _saved(event, event_id)
-    ring_doorbell(event)  # committed: the statement was its own transaction
-    return event
 
 
 def events_purge(*, older_than_days: int | None = None) -> int:

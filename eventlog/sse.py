@@ -81,16 +81,16 @@ class JsonErrors(BaseContentNegotiation):
 
 def _resume_point(request: Request) -> str | None:
     """The id to resume after: ``Last-Event-ID`` (a reconnecting EventSource keeps its first
-    URL, ``?since=`` included, and sends the id it has reached), else ``?since=``."""
-    for name, raw in (("Last-Event-ID", request.headers.get("Last-Event-ID")),
-                      ("since", request.query_params.get("since"))):
-        if raw is None or (name == "Last-Event-ID" and raw == ""):
-            continue
+    URL, ``?since=`` included, and sends the id it has reached), else ``?since=``. Both
+    are checked, so a malformed one is refused even when the other wins."""
+    given = [(name, raw) for name, raw in (("Last-Event-ID", request.headers.get("Last-Event-ID")),
+                                           ("since", request.query_params.get("since")))
+             if raw is not None and not (name == "Last-Event-ID" and raw == "")]
+    for name, raw in given:
         if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_EVENT_ID:
             raise HasheeError("VALIDATION_ERROR", f"{name} must be an event id (a non-negative integer).",
                               [{"path": f"/{name}", "code": "INVALID_VALUE", "message": "expected an event id"}])
-        return raw
-    return None
+    return given[0][1] if given else None
 
 
 def _access(request: Request) -> SocketAccess:

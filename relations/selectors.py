@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,10 +9,10 @@ from typing import Any
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from agents.models import Agent, ManifestVersion
-from hashee import rows
 from hashee.errors import HasheeError
 from relations.models import Relation
 from relations.state import RelationState, VersionEffects, derive_state, effects_of
+from toolcalls import statements
 
 EFFECT_FIELDS = ("version", "breaking", "scopes_requiring_reauth", "withheld_scopes", "removed_scopes")
 
@@ -113,30 +112,11 @@ def scope_counts(*, agent: Agent) -> dict[str, dict[str, int]]:
     return audience_summaries(agents=[agent])[agent.pk].scopes
 
 
-# The agent fields a message needs: its state, and where its webhooks go.
-MESSAGING_AGENT_FIELDS = ("id", "owner", "name", "status", "webhook_url")
-
-
-@functools.cache
-def _relation_with_agent_query(agent_fields: tuple[str, ...]) -> tuple[rows.Columns, rows.Columns, str]:
-    relation = rows.Columns(Relation, "r", tuple(f.name for f in Relation._meta.concrete_fields))
-    agent = rows.Columns(Agent, "a", agent_fields)
-    sql = (f"SELECT {relation.sql()}, {agent.sql()} FROM {relation.table()} "  # noqa: S608 - model metadata
-           f"JOIN {agent.table()} ON a.id = r.agent_id WHERE r.id = %s")
-    return relation, agent, sql
-
-
-def relation_with_agent(*, relation_id: Any, agent_fields: tuple[str, ...] = MESSAGING_AGENT_FIELDS) -> Relation | None:
-    """The relation with ``agent_fields`` of its agent (by default those messaging reads;
-    never the manifest unless asked), in one hand-written query: the relay runs this for
-    every message, agents fetch their tool list before every model turn (hashee.rows)."""
-    relation_columns, agent_columns, sql = _relation_with_agent_query(agent_fields)
-    found = rows.read(sql, [rows.db_value(Relation, "id", relation_id)], relation_columns, agent_columns)
-    if not found:
-        return None
-    relation, agent = found[0]
-    relation.agent = agent
-    return relation
+def relation_with_agent(*, relation_id: Any, agent: statements.Part = statements.MESSAGING_AGENT) -> Relation | None:
+    """The relation with the ``agent`` fields of its agent (by default those messaging
+    reads; never the manifest), in one hand-written query: the relay runs this for every
+    message, agents fetch their tool list before every model turn (toolcalls.statements)."""
+    return statements.relation_with_agent(relation_id=relation_id, agent=agent)
 
 
 def _needs_reauth() -> Q:

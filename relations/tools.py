@@ -22,16 +22,15 @@ from portal.presentation import preset_texts
 from relations.models import Relation
 from relations.selectors import relation_with_agent, version_effects
 from relations.state import VersionEffects, derive_state
+from toolcalls import statements
 
 RENDERINGS_KEPT = 256
-# What deciding and finding the list needs of the agent: not its manifest.
-TOOLS_AGENT_FIELDS = ("id", "status", "capability_manifest_version", "capability_manifest_hash", "scope_index")
 
 
 def relation_get_for_party(*, relation_id: Any, principal: Any) -> Relation:
-    """The relation (its agent's TOOLS_AGENT_FIELDS), read by its agent (an agent key or
+    """The relation (its agent's statements.TOOLS_AGENT fields), read by its agent (an agent key or
     token) or its user; anyone else's read is 404, as for the relation's other reads."""
-    relation = relation_with_agent(relation_id=relation_id, agent_fields=TOOLS_AGENT_FIELDS)
+    relation = relation_with_agent(relation_id=relation_id, agent=statements.TOOLS_AGENT)
     if relation is not None:
         if isinstance(principal, AgentPrincipal):
             if relation.agent_id == principal.agent_id:

@@ -34,7 +34,6 @@ from agents.selectors import agent_get_visible
 from hashee.api import IsUser, json_body, validated
 from hashee.errors import HasheeError
 from hashee_sdk import wire
-from toolcalls.api import sender_for
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
 from toolcalls.keydir_services import (
     Approval,
@@ -46,6 +45,7 @@ from toolcalls.keydir_services import (
     runtime_key_register,
     runtime_key_revoke,
 )
+from toolcalls.services import sender_for
 
 ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 
@@ -300,7 +300,7 @@ class RelationKeysView(APIView):
                                "(docs/wire-spec.md). The message payload they exchange is an end-to-end envelope "
                                "that the server never reads.")
     def get(self, request: Request, relation_id: str) -> Response:
-        relation = sender_for(request, relation_id).relation
+        relation = sender_for(principal=request.user, relation_id=relation_id).relation
         return Response({"relation_id": str(relation.pk),
                          "user": {"devices": _devices(relation.user, approved_only=True)},
                          "agent": _agent_keys(relation.agent_id)})

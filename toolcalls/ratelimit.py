@@ -1,9 +1,9 @@
 """The tool-call rate limit: 60 ``artifact_tool_call`` per fixed minute per agent, counted
 atomically in the shared cache (Redis with REDIS_URL) through django-ratelimit.
 
-It counts the tool calls an agent attempts: on the relay's hot path the count is taken
-before the statement that stores the call checks its relation, so a call refused for a
-revoked relation or a paused agent has been counted too (toolcalls.api)."""
+It counts the tool calls that pass the message rules (toolcalls.services.message_send
+takes the count after them): a call refused for a revoked relation or a paused agent is
+not counted."""
 
 from __future__ import annotations
 
@@ -43,9 +43,10 @@ def tool_call_rate() -> str:
     return f"{settings.HASHEE_TOOL_CALLS_PER_MINUTE}/m"
 
 
-def tool_call_take(*, request: Any, agent_id: Any) -> Usage:
+def tool_call_take(*, agent_id: Any) -> Usage:
     """Count one tool call of this agent in the current window (atomic, shared)."""
-    usage = get_usage(request, group=GROUP, key=lambda group, request: str(agent_id), rate=tool_call_rate(),
+    # The request is only handed to callables: this key and rate need none.
+    usage = get_usage(None, group=GROUP, key=lambda group, request: str(agent_id), rate=tool_call_rate(),
                       increment=True)
     now = int(time.time())
     if usage is None:  # rate limiting disabled by settings

@@ -1,11 +1,12 @@
 """The blind pipe: store a message, tell its recipient, keep it for offline delivery.
 
+``message_send`` is the one way in: it owns the rules, the rate limit and idempotency.
+
 ``payload`` is opaque: measured for the size cap, stored and forwarded, nothing else.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,15 +14,21 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection, transaction
+from django.urls import reverse
 from django.utils import timezone
 
-from agents.auth import KeyMatch
+from agents.auth import AgentPrincipal
 from agents.models import Agent
-from eventlog.services import Guard, row_and_event_create
-from hashee import rows
+from eventlog.models import Event
+from eventlog.services import EVENT_LOG_LOCK, event_emit, ring_doorbell
 from hashee.errors import HasheeError
 from relations.models import Relation
-from toolcalls.models import Message
+from relations.selectors import relation_with_agent
+from toolcalls import idempotency, statements
+from toolcalls.models import IdempotencyKey, Message
+from toolcalls.ratelimit import tool_call_take
+from toolcalls.serializers import message_input
 
 MAX_PAYLOAD_BYTES = 262144
 AGENT_ONLY = {Message.Subtype.ARTIFACT_TOOL_CALL}
@@ -63,65 +70,112 @@ def message_payload(message: Message) -> dict[str, Any]:
             "created_at": message.created_at.isoformat().replace("+00:00", "Z")}
 
 
-def message_send(*, sender: Sender, msg_subtype: str, content_type: str, payload: Any, size: int,
-                 client_msg_id: str = "") -> Message:
-    """Store the message and its ``message.new`` event atomically (row_and_event_create)."""
+@dataclass(frozen=True)
+class Sent:
+    """The answer to a send: 201 with the message, or an idempotent replay of the first."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+    replayed: bool = False
+
+
+def message_send(*, principal: Any, relation_id: Any, data: Callable[[], Any],
+                 idempotency_key: str | None) -> Sent:
+    """Send a message from ``principal`` (an AgentPrincipal or a user) into relation
+    ``relation_id``; ``data`` reads the message (the request's JSON body), once the
+    relation is known, so that an unknown relation is 404 whatever the body. Raises, in
+    this order: NOT_FOUND, the body's errors (VALIDATION_ERROR…), an Idempotency-Key's
+    (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE; a replay returns the first answer),
+    message_check's, RATE_LIMITED."""
+    sender = sender_for(principal=principal, relation_id=relation_id)
+    body = data()
+    if not isinstance(body, dict):
+        raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.")
+    fields = message_input(body)
+    if idempotency_key is None:
+        return _send(sender, fields)
+    found = idempotency.idempotency_begin(
+        principal=_principal_key(sender), key=idempotency_key,
+        fingerprint=idempotency.fingerprint(method="POST", body=body,
+                                            path=reverse("messages", kwargs={"relation_id": relation_id})))
+    if isinstance(found, dict):
+        return Sent(found["status"], found["body"], found["headers"], replayed=True)
+    try:
+        return _send(sender, fields, claim=found)
+    except BaseException:
+        idempotency.idempotency_release(claim=found)
+        raise
+
+
+def sender_for(*, principal: Any, relation_id: Any) -> Sender:
+    """The relation's agent or user behind these credentials; anyone else gets 404."""
+    relation = relation_with_agent(relation_id=relation_id)
+    if relation is not None:
+        if isinstance(principal, AgentPrincipal) and relation.agent_id == principal.agent_id:
+            return Sender("agent", relation)
+        if not isinstance(principal, AgentPrincipal) and relation.user_id == principal.pk:
+            return Sender("user", relation)
+    raise HasheeError("NOT_FOUND", "No such relation.")
+
+
+def _principal_key(sender: Sender) -> str:
     relation = sender.relation
-    message, data = _new_message(relation.pk, sender.kind, msg_subtype=msg_subtype, content_type=content_type,
-                                 payload=payload, size=size, client_msg_id=client_msg_id)
-    if sender.kind == "agent":
-        row_and_event_create(message, type="message.new", data=data, user_id=relation.user_id)
+    return f"agent:{relation.agent_id}" if sender.kind == "agent" else f"user:{relation.user_id}"
+
+
+def _send(sender: Sender, fields: dict[str, Any], *, claim: IdempotencyKey | None = None) -> Sent:
+    size = message_check(sender=sender, msg_subtype=fields["msg_subtype"], payload=fields["payload"])
+    headers: dict[str, str] = {}
+    if fields["msg_subtype"] == Message.Subtype.ARTIFACT_TOOL_CALL:
+        usage = tool_call_take(agent_id=sender.relation.agent_id)
+        headers = usage.headers()
+        if usage.limited:
+            raise HasheeError("RATE_LIMITED", f"At most {usage.limit} tool calls per minute per agent.",
+                              headers={**headers, "Retry-After": str(usage.retry_after())})
+    if claim is None:  # one statement on PostgreSQL (_message_store)
+        body = _output(_message_store(sender=sender, size=size, **fields))
     else:
-        row_and_event_create(message, type="message.new", data=data, agent=relation.agent)
+        with transaction.atomic():  # the message and the stored response, together
+            body = _output(_message_store(sender=sender, size=size, **fields))
+            idempotency.idempotency_complete(claim=claim, status=201, body=body, headers=headers)
+    return Sent(201, body, headers)
+
+
+def _output(message: Message) -> dict[str, Any]:
+    """``MessageOutput`` of a message just sent (the same fields, formatted as DRF does)."""
+    sent = message_payload(message)
+    return {"message_id": sent["message_id"], "relation_id": str(message.relation_id), "sender": sent["sender"],
+            "msg_subtype": sent["msg_subtype"], "content_type": sent["content_type"],
+            "created_at": sent["created_at"]}
+
+
+def _message_store(*, sender: Sender, msg_subtype: str, content_type: str, payload: Any, size: int,
+                   client_msg_id: str = "") -> Message:
+    """Store the message and its ``message.new`` event atomically: on PostgreSQL outside
+    a transaction, when the event is the user's (no webhook to queue), in ONE autocommitted
+    statement that also takes the event log's lock (no BEGIN/COMMIT round trips while
+    holding it: the relay's hot path); otherwise in the usual transaction."""
+    relation = sender.relation
+    message = Message(relation_id=relation.pk, sender=sender.kind, msg_subtype=msg_subtype,
+                      content_type=content_type, payload=payload, payload_bytes=size, client_msg_id=client_msg_id,
+                      created_at=timezone.now())
+    to_agent = sender.kind == "user"
+    if to_agent or connection.vendor != "postgresql" or connection.in_atomic_block:
+        with transaction.atomic(savepoint=False):
+            message.save(force_insert=True)  # sets created_at anew (auto_now_add): the event says what is stored
+            event_emit(type="message.new", data=_event_data(message), agent=relation.agent if to_agent else None,
+                       user_id=None if to_agent else relation.user_id)
+        return message
+    event = Event(type="message.new", data=_event_data(message), user_id=relation.user_id,
+                  created_at=timezone.now())
+    statements.message_with_event_insert(message=message, event=event, log_lock=EVENT_LOG_LOCK)
+    ring_doorbell(event)  # committed: the statement was its own transaction
     return message
 
 
-def message_send_from_agent(*, relation_id: Any, msg_subtype: str, content_type: str, payload: Any, size: int,
-                            client_msg_id: str = "", agent_id: Any = None,
-                            key: KeyMatch | None = None) -> Message | None:
-    """The relay's hot path: an agent's message to the user of relation ``relation_id``,
-    stored with its event by one statement that also checks what ``message_check`` checks
-    of the relation (it is this agent's, not revoked, the agent not paused), on PostgreSQL
-    outside a transaction. The agent is ``agent_id`` once authenticated, or that of the
-    agent key ``key`` before: the statement then checks the key as authentication would and
-    records its use. None, with nothing stored, when a check fails: authentication and
-    ``message_check`` then say why. The role and size rules are the caller's."""
-    message, data = _new_message(relation_id, "agent", msg_subtype=msg_subtype, content_type=content_type,
-                                 payload=payload, size=size, client_msg_id=client_msg_id)
-    relation, paused = rows.db_value(Relation, "id", relation_id), str(Agent.Status.PAUSED)
-    if key is None:
-        guard = Guard(_live_relation_sql(by_key=False), [relation, rows.db_value(Agent, "id", agent_id), paused])
-    else:
-        touch, touch_params = key.touch("guard")
-        guard = Guard(_live_relation_sql(by_key=True).format(key=key.select), [*key.params, relation, paused],
-                      then=touch, then_params=touch_params)
-    event = row_and_event_create(message, type="message.new", data=data, guard=guard)
-    return message if event is not None else None
-
-
-def _new_message(relation_id: Any, sender: str, *, msg_subtype: str, content_type: str, payload: Any, size: int,
-                 client_msg_id: str) -> tuple[Message, Callable[[], dict[str, Any]]]:
-    """An unsaved message and the builder of its ``message.new`` event data."""
-    message = Message(relation_id=relation_id, sender=sender, msg_subtype=msg_subtype, content_type=content_type,
-                      payload=payload, payload_bytes=size, client_msg_id=client_msg_id, created_at=timezone.now())
-
-    def data() -> dict[str, Any]:
-        return {"relation_id": str(relation_id), "message": message_payload(message)}
-
-    return message, data
-
-
-@functools.cache
-def _live_relation_sql(*, by_key: bool) -> str:
-    """The user of a relation that message_check lets the agent write to (SQL for a Guard):
-    the agent given by its id, or (``by_key``) that of an agent key, ``{key}`` being its
-    KeyMatch.select, whose id it returns too."""
-    relation, agent = rows.Columns(Relation, "r", ("user",)), rows.Columns(Agent, "a", ("id",))
-    key_id, key_join, by_id = ((", key.key_id", " JOIN ({key}) key ON key.agent_id = r.agent_id", "") if by_key
-                               else ("", "", " AND r.agent_id = %s"))
-    return (f"SELECT {relation.sql()} AS user_id{key_id} FROM {relation.table()} "  # noqa: S608 - model metadata
-            f"JOIN {agent.table()} ON a.id = r.agent_id{key_join} "
-            f"WHERE r.id = %s{by_id} AND r.revoked_at IS NULL AND a.status <> %s")
+def _event_data(message: Message) -> dict[str, Any]:
+    return {"relation_id": str(message.relation_id), "message": message_payload(message)}
 
 
 def messages_purge(*, older_than_days: int | None = None) -> int:

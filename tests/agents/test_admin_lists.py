@@ -34,8 +34,8 @@ def populate(count: int, manifest: dict[str, Any]) -> None:
                               capability_manifest=dict(hooked, agent_version=f"1.0.{i + 1}"))
         user = User.objects.create(username=f"user{i}-{User.objects.count()}")
         relation = relation_services.relation_create(user=user, agent_id=agent.pk, granted_scopes=["filesystem:read"])
-        pipe.message_send(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
-                          payload="ciphertext", size=12)
+        pipe._message_store(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
+                            payload="ciphertext", size=12)
         api_key_create(user=owner, agent=agent)
 
 

@@ -36,7 +36,7 @@ STACKS = [
 ]
 
 
-PURGE = ("from django.utils import timezone; from hashee import events; from eventlog.models import Event; "
+PURGE = ("from django.utils import timezone; from eventlog import services as events; from eventlog.models import Event; "
          "Event.objects.filter(id__lte={upto}).update(created_at=timezone.now() - timezone.timedelta(days=90)); "
          "print(events.events_purge())")
 

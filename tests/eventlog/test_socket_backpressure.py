@@ -22,7 +22,7 @@ from agents.models import Agent
 from hashee.asgi import application
 from relations import services as relation_services
 from relations.models import Relation
-from toolcalls.services import Sender, message_send
+from toolcalls.services import Sender, _message_store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIG = 100_000  # bytes of payload: more than a doorbell carries, a third of an outbox
@@ -38,8 +38,8 @@ def agent_sends(relation: Relation, texts: list[str]) -> None:
     relation = Relation.objects.select_related("agent").get(pk=relation.pk)
     with transaction.atomic():
         for text in texts:
-            message_send(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
-                         content_type="text/plain", payload=text, size=len(text) + 2)
+            _message_store(sender=Sender(kind="agent", relation=relation), msg_subtype="text",
+                           content_type="text/plain", payload=text, size=len(text) + 2)
 
 
 async def open_socket(path: str) -> WebsocketCommunicator:

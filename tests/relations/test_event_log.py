@@ -163,8 +163,8 @@ def test_operators_see_events_without_message_payloads(bob: Any, agent: Agent, d
     relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
     from toolcalls import services as pipe
 
-    message = pipe.message_send(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
-                                payload="ciphertext-marker-123", size=23)
+    message = pipe._message_store(sender=pipe.Sender("agent", relation), msg_subtype="text", content_type="text",
+                                  payload="ciphertext-marker-123", size=23)
     event = Event.objects.get(type="message.new", data__message__message_id=str(message.id))
 
     listing = operator.get("/admin/eventlog/event/")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ValidationError
 
-from toolcalls.api import MessageInput, message_input
+from toolcalls.serializers import MessageInput, message_input
 
 SUBTYPES = ["text", "artifact_tool_call", "artifact_response", "nonsense", "", 1, None]
 TEXTS = st.one_of(

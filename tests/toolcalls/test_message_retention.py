@@ -20,8 +20,8 @@ pytestmark = pytest.mark.django_db
 
 
 def message(relation: Relation, *, age_days: float) -> Message:
-    sent = services.message_send(sender=services.Sender("agent", relation), msg_subtype="text", content_type="text",
-                                 payload={"n": age_days}, size=10)
+    sent = services._message_store(sender=services.Sender("agent", relation), msg_subtype="text", content_type="text",
+                                   payload={"n": age_days}, size=10)
     Message.objects.filter(pk=sent.pk).update(created_at=timezone.now() - timedelta(days=age_days))
     return sent
 

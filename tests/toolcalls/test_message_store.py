@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as a request
 
 
 def test_the_event_describes_the_stored_message_exactly(relation: Any, bob: User) -> None:
-    sent = [services.message_send(sender=services.Sender("agent", relation), msg_subtype="text",
-                                  content_type="text", payload={"n": n}, size=7) for n in range(3)]
+    sent = [services._message_store(sender=services.Sender("agent", relation), msg_subtype="text",
+                                    content_type="text", payload={"n": n}, size=7) for n in range(3)]
     events = list(Event.objects.filter(type="message.new").order_by("id"))
     assert [e.user_id for e in events] == [bob.pk] * 3 and all(e.agent_id is None for e in events)
     for message, event in zip(sent, events, strict=True):
@@ -29,8 +29,8 @@ def test_the_event_describes_the_stored_message_exactly(relation: Any, bob: User
 
 
 def test_a_message_from_the_user_also_queues_the_agents_webhook_event(relation: Any) -> None:
-    message = services.message_send(sender=services.Sender("user", relation), msg_subtype="artifact_response",
-                                    content_type="application/json", payload={"ok": True}, size=11)
+    message = services._message_store(sender=services.Sender("user", relation), msg_subtype="artifact_response",
+                                      content_type="application/json", payload={"ok": True}, size=11)
     event = Event.objects.get(type="message.new")
     assert event.agent_id == relation.agent_id and event.data["message"]["message_id"] == str(message.id)
 
@@ -38,7 +38,7 @@ def test_a_message_from_the_user_also_queues_the_agents_webhook_event(relation: 
 def test_a_message_that_cannot_be_stored_leaves_no_event(relation: Any) -> None:
     relation.pk = uuid.uuid4()  # a relation that does not exist: the message row is refused
     with pytest.raises(IntegrityError):
-        services.message_send(sender=services.Sender("agent", relation), msg_subtype="text", content_type="text",
-                              payload={"n": 1}, size=7)
+        services._message_store(sender=services.Sender("agent", relation), msg_subtype="text", content_type="text",
+                                payload={"n": 1}, size=7)
     assert not Message.objects.exists()
     assert not Event.objects.filter(type="message.new").exists()

@@ -1,7 +1,6 @@
-"""The relay's hot path on PostgreSQL: an agent's message is checked against its relation,
-and but for a tool call against its key too, by the statement that stores it. It must
-answer exactly what authentication and the full path answer, store nothing when it
-refuses, and use one statement (a tool call: the key's lookup, then one)."""
+"""The relay's hot path on PostgreSQL: an agent's message, once its key and relation are
+looked up, is stored with its event by one statement. It must answer exactly what
+authentication and the rules answer, and store nothing when it refuses."""
 
 from __future__ import annotations
 
@@ -42,12 +41,14 @@ def post(api: APIClient, relation_id: Any, body: dict[str, Any], **extra: Any) -
     return api.post(f"/h2a/relations/{relation_id}/messages", body, format="json", **extra)
 
 
-def test_an_agents_message_is_stored_with_its_event_by_one_statement_that_checks_its_key(
+def test_an_agents_message_is_stored_with_its_event_by_one_statement(
         agent_api: APIClient, relation: Relation, bob: User) -> None:
+    assert post(agent_api, relation.pk, TEXT).status_code == 201  # records the key's use
     with CaptureQueriesContext(connection) as queries:
         response = post(agent_api, relation.pk, TEXT)
     assert response.status_code == 201, response.content
-    assert len(queries) == 1 and queries[0]["sql"].startswith("WITH guard AS")
+    statements = [q["sql"].lstrip() for q in queries]
+    assert len(statements) == 3 and statements[2].startswith("WITH log_lock")  # key, relation, the insert
     message = Message.objects.get(id=response.json()["message_id"])
     assert response.json() == {"message_id": str(message.id), "relation_id": str(relation.pk), "sender": "agent",
                                "msg_subtype": "text", "content_type": "text",
@@ -57,13 +58,13 @@ def test_an_agents_message_is_stored_with_its_event_by_one_statement_that_checks
     assert event.data == {"relation_id": str(relation.pk), "message": services.message_payload(message)}
 
 
-def test_a_tool_call_is_counted_after_authentication_then_stored_by_one_statement(
+def test_a_tool_call_is_counted_after_the_rules_then_stored_by_one_statement(
         agent_api: APIClient, relation: Relation) -> None:
     assert post(agent_api, relation.pk, TEXT).status_code == 201  # records the key's use
     with CaptureQueriesContext(connection) as queries:
         assert post(agent_api, relation.pk, TOOL_CALL).status_code == 201
-    statements = [q["sql"] for q in queries]
-    assert len(statements) == 2 and statements[1].startswith("WITH guard AS")  # key lookup, then the insert
+    statements = [q["sql"].lstrip() for q in queries]
+    assert len(statements) == 3 and statements[2].startswith("WITH log_lock")  # key, relation, the insert
 
 
 def test_the_statement_records_the_keys_use_as_authentication_does(alice: User, agent: Agent,

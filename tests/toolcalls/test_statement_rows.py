@@ -1,4 +1,4 @@
-"""Hand-written hot-path lookups return what the ORM would: the same types (UUIDs, JSON,
+"""Hand-written hot-path lookups (toolcalls.statements) return what the ORM would: the same types (UUIDs, JSON,
 datetimes and booleans on SQLite too), and fields left out load when read."""
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from agents.apikey_services import api_key_create, api_key_revoke
 from agents.auth import AgentPrincipal, api_key_lookup, principal_for_key
 from agents.models import Agent, ApiKey
-from hashee.rows import Columns
 from relations.models import Relation
 from relations.selectors import relation_with_agent
 
 pytestmark = pytest.mark.django_db
-
 
 
 def test_a_relation_reads_as_the_orm_reads_it(relation: Relation, agent: Agent) -> None:
@@ -79,13 +77,6 @@ def test_revoked_wrong_and_malformed_secrets_find_nothing(bob: User) -> None:
     api_key_revoke(key=key)
     assert api_key_lookup(secret) is None
     assert ApiKey.objects.filter(pk=key.pk).exists()
-
-
-def test_columns_refuse_fields_the_model_does_not_have() -> None:
-    with pytest.raises(Exception, match="no field named"):
-        Columns(Agent, "a", ("id", "nope"))
-    with pytest.raises(ValueError):
-        Columns(Agent, "a", ("id", "id"))
 
 
 def test_a_deactivated_users_key_finds_nothing_and_its_use_is_not_recorded(bob: User) -> None:
