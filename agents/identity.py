@@ -18,8 +18,9 @@ from agents.selectors import identity_key_current
 from eventlog.services import event_emit
 from hashee.errors import HasheeError
 from hashee_sdk.core import signing
+from hashee_sdk.core.event_types import EventType
 
-IDENTITY_CHANGED = "agent.identity_changed"
+IDENTITY_CHANGED = EventType.IDENTITY_CHANGED
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from hashee import metrics
 from hashee.errors import HasheeError
 from hashee_sdk.core.canonical import CanonicalizationError, canonical_hash
 from hashee_sdk.core.diff import DiffResult, diff_manifests
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
 from hashee_sdk.core.versions import version_bump_warnings
 
@@ -177,14 +178,14 @@ def _emit_manifest_events(agent: Agent, version: ManifestVersion) -> None:
         if warning["code"] == "MANIFEST_SIZE_WARNING":
             telemetry.warning("manifest_size_warning agent=%s version=%s size_bytes=%s",
                               agent.pk, version.version, version.size_bytes)
-            event_emit(type="agent.telemetry_warning", user=agent.owner,
+            event_emit(type=EventType.TELEMETRY_WARNING, user=agent.owner,
                        data={"agent_id": str(agent.pk), "manifest_version": version.version,
                              "code": "MANIFEST_SIZE_WARNING", "size_bytes": version.size_bytes})
     if version.breaking:
         data["scopes_requiring_reauth"] = version.scopes_requiring_reauth
-        event_emit(type="h2a.reauth_required", data=data, audience=agent, agent=agent)
+        event_emit(type=EventType.REAUTH_REQUIRED, data=data, audience=agent, agent=agent)
     else:
-        event_emit(type="agent.manifest_updated", data=data, audience=agent, agent=agent)
+        event_emit(type=EventType.MANIFEST_UPDATED, data=data, audience=agent, agent=agent)
 
 
 def agent_create(*, owner: Any, name: str, description: str = "", capability_manifest: Any = None,
@@ -294,7 +295,7 @@ def agent_rotate_webhook_secret(*, agent_id: Any, actor: Any, now: datetime | No
         Agent.objects.filter(pk=agent.pk).update(**fields)
         for name, value in fields.items():
             setattr(agent, name, value)
-        event_emit(type="agent.webhook_secret_rotated", user=agent.owner, agent=agent,
+        event_emit(type=EventType.WEBHOOK_SECRET_ROTATED, user=agent.owner, agent=agent,
                    data={"agent_id": str(agent.pk), "previous_secret_expires_at": _iso(expires_at)})
     logger.info("webhook secret of agent %s rotated by user %s", agent.pk, getattr(actor, "pk", None))
     return agent, secret
@@ -368,7 +369,7 @@ def agent_set_status(*, agent: Agent, status: str, actor: Any) -> Agent:
                                          change_message=f"Status changed from {previous} to {status}.")
             if status == Agent.Status.PAUSED:  # its runtimes' sockets close (eventlog.access)
                 sockets_close(reason="agent_paused", value=str(agent.pk))
-            event_emit(type="agent.status_changed", audience=locked, agent=locked,
+            event_emit(type=EventType.STATUS_CHANGED, audience=locked, agent=locked,
                        data={"agent_id": str(agent.pk), "status": status, "previous_status": previous})
     agent.status = status
     return agent

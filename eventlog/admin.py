@@ -17,6 +17,7 @@ from agents.admin import pretty_json
 from eventlog.models import Event
 from eventlog.webhook_models import WebhookAttempt, WebhookDelivery
 from eventlog.webhooks import webhook_redeliver
+from hashee_sdk.core.event_types import EventType
 
 HIDDEN_PAYLOAD = "(end-to-end encrypted, not shown)"
 
@@ -56,7 +57,7 @@ def estimated_rows(queryset: Any) -> int | None:
 def payload_for_operators(delivery: WebhookDelivery) -> Any:
     """The delivery's body with a message's (encrypted) payload replaced by a note."""
     payload = copy.deepcopy(delivery.payload)
-    if delivery.event_type != "message.new":
+    if delivery.event_type != EventType.MESSAGE_NEW:
         return payload
     data = payload.get("data") if isinstance(payload, dict) else None
     message = data.get("message") if isinstance(data, dict) else None

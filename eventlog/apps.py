@@ -14,11 +14,13 @@ class EventLogConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.signals import user_logged_out
+        from django.db.backends.signals import connection_created
         from django.db.models.signals import post_delete, post_save
 
-        from eventlog import signals
+        from eventlog import ordering, signals
 
         user_model = get_user_model()
         post_save.connect(signals.user_saved, sender=user_model, dispatch_uid="eventlog.user_saved")
         post_delete.connect(signals.user_deleted, sender=user_model, dispatch_uid="eventlog.user_deleted")
         user_logged_out.connect(signals.user_logged_out, dispatch_uid="eventlog.user_logged_out")
+        connection_created.connect(ordering.install, dispatch_uid="eventlog.check_event_order")

@@ -28,6 +28,7 @@ from eventlog.models import Event
 from eventlog.records import SOCKETS_CLOSE, doorbell_group, event_record
 from eventlog.selectors import latest_event_id
 from hashee import metrics
+from hashee_sdk.core.event_types import EventType
 
 logger = logging.getLogger(__name__)
 BATCH = 500
@@ -241,8 +242,8 @@ class EventHub:
             subscriber.offer(record["id"], text)
         if targets:
             metrics.event_delivered(committed_at=record.get("committed_at"))
-        if record["user_id"] is not None and record["type"] in ("h2a.relation_created", "h2a.relation_revoked"):
-            live = record["type"] == "h2a.relation_created"
+        if record["user_id"] is not None and record["type"] in (EventType.RELATION_CREATED, EventType.RELATION_REVOKED):
+            live = record["type"] == EventType.RELATION_CREATED
             for subscriber in list(self.users.get(record["user_id"], ())):
                 subscriber.relation_changed(record["relation_agent_id"], live, record["id"])
 

@@ -12,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from eventlog.models import Event
+from hashee_sdk.core.event_types import EventType
 
 # A record for the hubs, addressed to nobody (eventlog.access): sockets that must close.
 SOCKETS_CLOSE = "sockets.close"
@@ -23,7 +24,7 @@ def frame(event: Event) -> dict[str, Any]:
 
 
 def resync_frame(latest_id: int) -> dict[str, Any]:
-    return {"id": latest_id, "type": "resync_required",
+    return {"id": latest_id, "type": EventType.RESYNC_REQUIRED,
             "created_at": timezone.now().isoformat().replace("+00:00", "Z"), "data": {}}
 
 

@@ -3,12 +3,15 @@
 Ordering: clients resume with ``since=<id>``, so an event must never become visible
 after a later id was already read. On PostgreSQL every event-writing transaction takes
 one transaction-scoped advisory lock just before its first insert, so ids commit in
-order (the lock is held from the insert to the commit: keep event_emit the last write).
-SQLite serialises writers anyway.
+order; the lock is held from the insert to the commit, so the event is the last write of
+its transaction by construction: a row that must carry the event's id is stamped by the
+event's own statement (``Stamp``), and a write after it fails in debug and in the tests
+(eventlog.ordering). SQLite serialises writers anyway.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -17,20 +20,22 @@ from django.db.models import Model
 from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
+from eventlog import ordering
 from eventlog.access import REASONS
 from eventlog.doorbell import ring_doorbell
 from eventlog.models import Event, EventLogState
 from eventlog.records import SOCKETS_CLOSE
 from eventlog.webhooks import webhook_enqueue
+from hashee_sdk.core.event_types import EventType
 
 EVENT_LOG_LOCK = 0x4841534845  # "HASHE": the advisory lock key of the event log
 
 # Events an agent's observers also receive by webhook.
 WEBHOOK_TYPES = frozenset({
-    "h2a.reauth_required", "agent.manifest_updated", "h2a.relation_created", "h2a.relation_updated",
-    "h2a.relation_revoked", "message.new", "agent.identity_changed",
+    EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED, EventType.RELATION_CREATED, EventType.RELATION_UPDATED,
+    EventType.RELATION_REVOKED, EventType.MESSAGE_NEW, EventType.IDENTITY_CHANGED,
     # A runtime that only has a webhook still learns of every key it must (not) encrypt to.
-    "keys.device_published", "keys.device_approved", "keys.device_revoked",
+    EventType.DEVICE_PUBLISHED, EventType.DEVICE_APPROVED, EventType.DEVICE_REVOKED,
 })
 
 
@@ -76,38 +81,60 @@ def _saved(instance: Model, pk: Any) -> None:
     instance._state.db = connection.alias
 
 
-def _insert_locked(event: Event) -> None:
-    """INSERT the event on PostgreSQL with the log's lock taken by the same statement:
-    the lock is held from here to the commit, so this saves a round trip while holding it."""
+@dataclass(frozen=True)
+class Stamp:
+    """A row that records the id of the event about it (a relation's audience window):
+    written by the event's own statement, so that nothing follows the event's insert."""
+
+    model: type[Model]
+    pk: Any
+    field: str
+
+
+def _insert_locked(event: Event, stamp: Stamp | None) -> None:
+    """INSERT the event on PostgreSQL with the log's lock taken by the same statement (and
+    the stamp's UPDATE in it): the lock is held from here to the commit, so this saves the
+    round trips that would be made while holding it."""
     columns, typed, values = _insert_parts(event)
-    table = connection.ops.quote_name(Event._meta.db_table)
+    quote = connection.ops.quote_name
+    stamped, stamp_params = "", []
+    if stamp is not None:
+        column, pk_column = stamp.model._meta.get_field(stamp.field).column, stamp.model._meta.pk.column
+        stamped = (f", stamped AS (UPDATE {quote(stamp.model._meta.db_table)} SET {quote(column)} = "  # noqa: S608
+                   f"(SELECT id FROM new_event) WHERE {quote(pk_column)} = %s)")
+        stamp_params = [stamp.model._meta.pk.get_db_prep_value(stamp.pk, connection)]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)) "  # noqa: S608 - model metadata, not input
-            f"INSERT INTO {table} ({columns}) SELECT {typed} FROM log_lock RETURNING id",
-            [EVENT_LOG_LOCK, *values])
+            f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)), "  # noqa: S608 - model metadata, not input
+            f"new_event AS (INSERT INTO {quote(Event._meta.db_table)} ({columns}) "
+            f"SELECT {typed} FROM log_lock RETURNING id){stamped} SELECT id FROM new_event",
+            [EVENT_LOG_LOCK, *values, *stamp_params])
         _saved(event, cursor.fetchone()[0])
 
 
 def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any = None,
-               audience: Any = None, user_id: Any = None) -> Event:
-    """Write an event in the current transaction; push a doorbell after commit.
-    The recipient user is ``user`` or ``user_id``."""
+               audience: Any = None, user_id: Any = None, stamp: Stamp | None = None) -> Event:
+    """Write an event in the current transaction, as its last write; push a doorbell after
+    commit. The recipient user is ``user`` or ``user_id``; ``stamp`` records the new id."""
     if not transaction.get_connection().in_atomic_block:
         with transaction.atomic():
-            return event_emit(type=type, data=data, user=user, agent=agent, audience=audience, user_id=user_id)
+            return event_emit(type=type, data=data, user=user, agent=agent, audience=audience, user_id=user_id,
+                              stamp=stamp)
     event = Event(type=type, data=data, user_id=user.pk if user is not None else user_id, agent=agent,
                   audience=audience)
-    if connection.vendor == "postgresql":
-        _insert_locked(event)
-    else:  # SQLite serialises writers anyway
-        event.save(force_insert=True)
-    if agent is not None and type in WEBHOOK_TYPES:
-        webhook_enqueue(agent=agent, event_type=type, data=data, event_id=event.id)
+    wrapper = transaction.get_connection()  # the connection itself, not the thread's proxy
+    with ordering.log_own_writes(wrapper):
+        if connection.vendor == "postgresql":
+            _insert_locked(event, stamp)
+        else:  # SQLite serialises writers anyway
+            event.save(force_insert=True)
+            if stamp is not None:
+                stamp.model._default_manager.filter(pk=stamp.pk).update(**{stamp.field: event.id})
+        if agent is not None and type in WEBHOOK_TYPES:
+            webhook_enqueue(agent=agent, event_type=type, data=data, event_id=event.id)
+    ordering.event_written(wrapper)
     transaction.on_commit(lambda: ring_doorbell(event))
     return event
-
-
 
 
 def events_purge(*, older_than_days: int | None = None) -> int:

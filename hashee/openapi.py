@@ -11,25 +11,27 @@ from __future__ import annotations
 from typing import Any
 
 from hashee.errors import API_ERRORS, DENIAL_REASONS, DETAIL_CODES, TOOL_ERROR_CODES
+from hashee_sdk.core.event_types import EventType
 
-EVENT_TYPES: dict[str, str] = {
-    "h2a.reauth_required": "{agent_id, new_manifest_version, new_manifest_hash, scopes_requiring_reauth}",
-    "agent.manifest_updated": "{agent_id, new_manifest_version, new_manifest_hash}",
-    "h2a.relation_created": "{relation}",
-    "h2a.relation_updated": "{relation}",
-    "h2a.relation_revoked": "{relation}",
-    "message.new": "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
-    "agent.telemetry_warning": "{agent_id, manifest_version, code, size_bytes}",
-    "agent.webhook_secret_rotated": "{agent_id, previous_secret_expires_at} (to the owner and the agent; never the secret)",
-    "agent.status_changed": "{agent_id, status, previous_status} — an operator paused, enabled or deprecated the agent "
+# Every type of EventType, with what its data holds (tests/test_layout.py checks none is missing).
+EVENT_TYPES: dict[EventType, str] = {
+    EventType.REAUTH_REQUIRED: "{agent_id, new_manifest_version, new_manifest_hash, scopes_requiring_reauth}",
+    EventType.MANIFEST_UPDATED: "{agent_id, new_manifest_version, new_manifest_hash}",
+    EventType.RELATION_CREATED: "{relation}",
+    EventType.RELATION_UPDATED: "{relation}",
+    EventType.RELATION_REVOKED: "{relation}",
+    EventType.MESSAGE_NEW: "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
+    EventType.TELEMETRY_WARNING: "{agent_id, manifest_version, code, size_bytes}",
+    EventType.WEBHOOK_SECRET_ROTATED: "{agent_id, previous_secret_expires_at} (to the owner and the agent; never the secret)",
+    EventType.STATUS_CHANGED: "{agent_id, status, previous_status} — an operator paused, enabled or deprecated the agent "
                             "(to the owner, the agent's users and the agent)",
-    "keys.device_published": "{device, relation_id?} — to the user; once approved, also to each related agent",
-    "keys.device_approved": "{device, relation_id?} — to the user and each related agent",
-    "keys.device_revoked": "{device, relation_id?} — to the user (and related agents if it was approved)",
-    "keys.agent_key_published": "{agent_id, key} — to the agent, its owner and its users",
-    "keys.agent_key_revoked": "{agent_id, key} — to the agent, its owner and its users",
-    "agent.identity_changed": "{agent_id, kid, previous_kid, reset} (to the owner, the agent's users and observers)",
-    "resync_required": "{}",
+    EventType.DEVICE_PUBLISHED: "{device, relation_id?} — to the user; once approved, also to each related agent",
+    EventType.DEVICE_APPROVED: "{device, relation_id?} — to the user and each related agent",
+    EventType.DEVICE_REVOKED: "{device, relation_id?} — to the user (and related agents if it was approved)",
+    EventType.RUNTIME_KEY_PUBLISHED: "{agent_id, key} — to the agent, its owner and its users",
+    EventType.RUNTIME_KEY_REVOKED: "{agent_id, key} — to the agent, its owner and its users",
+    EventType.IDENTITY_CHANGED: "{agent_id, kid, previous_kid, reset} (to the owner, the agent's users and observers)",
+    EventType.RESYNC_REQUIRED: "{}",
 }
 
 
@@ -83,8 +85,8 @@ def add_error_registry(result: dict[str, Any], generator: Any, request: Any, pub
         "type": "object",
         "properties": {"path": {"type": "string"}, "code": {"type": "string"}, "message": {"type": "string"}},
     }
-    schemas["EventType"] = {"type": "string", "enum": list(EVENT_TYPES)}
+    schemas["EventType"] = {"type": "string", "enum": [str(name) for name in EVENT_TYPES]}
     result["x-error-codes"] = {c.code: {"status": c.http_status, "description": c.description}
                                for c in API_ERRORS.values()}
-    result["x-event-types"] = EVENT_TYPES
+    result["x-event-types"] = {str(name): data for name, data in EVENT_TYPES.items()}
     return result

@@ -243,6 +243,8 @@ HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 # long (Standard Webhooks allows several signatures), then the old one is forgotten.
 HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS = float(os.environ.get("HASHEE_WEBHOOK_SECRET_OVERLAP_HOURS", "24"))
 HASHEE_TOOL_CALLS_PER_MINUTE = int(os.environ.get("HASHEE_TOOL_CALLS_PER_MINUTE", "60"))
+# Fail a transaction that writes after its event (eventlog.ordering): on with DEBUG and in the tests.
+HASHEE_CHECK_EVENT_ORDER = envbool("HASHEE_CHECK_EVENT_ORDER", "1" if DEBUG else "0")
 HASHEE_EVENT_RETENTION_DAYS = int(os.environ.get("HASHEE_EVENT_RETENTION_DAYS", "30"))
 # Messages (ciphertext to us) are kept this long for recipients who were away, like the
 # message.new events that carry them; purge_messages deletes older ones.

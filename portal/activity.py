@@ -11,6 +11,7 @@ from django.utils.translation import ngettext
 
 from agents.models import Agent
 from eventlog.models import Event
+from hashee_sdk.core.event_types import EventType
 
 SHOWN = 8
 
@@ -28,24 +29,24 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
     relation = data.get("relation") or {}
     user = relation.get("user", "")
     granted = len(relation.get("granted_scopes", []))
-    if event_type == "h2a.relation_created":
+    if event_type == EventType.RELATION_CREATED:
         return "good", _granted_text(_("%(user)s connected and granted no scope"), ngettext(
             "%(user)s connected and granted %(n)s scope", "%(user)s connected and granted %(n)s scopes", granted),
             user, granted)
-    if event_type == "h2a.relation_updated":
+    if event_type == EventType.RELATION_UPDATED:
         return "good", _granted_text(_("%(user)s reviewed the permissions and granted no scope"), ngettext(
             "%(user)s reviewed the permissions and granted %(n)s scope",
             "%(user)s reviewed the permissions and granted %(n)s scopes", granted), user, granted)
-    if event_type == "h2a.relation_revoked":
+    if event_type == EventType.RELATION_REVOKED:
         return "info", _("%(user)s disconnected") % {"user": user}
-    if event_type == "h2a.reauth_required":
+    if event_type == EventType.REAUTH_REQUIRED:
         return "warn", _("Version %(v)s published: users are asked to re-consent") % {
             "v": data.get("new_manifest_version")}
-    if event_type == "agent.manifest_updated":
+    if event_type == EventType.MANIFEST_UPDATED:
         return "info", _("Version %(v)s published") % {"v": data.get("new_manifest_version")}
-    if event_type == "agent.webhook_secret_rotated":
+    if event_type == EventType.WEBHOOK_SECRET_ROTATED:
         return "info", _("Webhook signing secret rotated")
-    if event_type == "agent.status_changed":
+    if event_type == EventType.STATUS_CHANGED:
         return status_change_text(data.get("status"))
     return None
 
@@ -74,7 +75,7 @@ def recent(*, agent: Agent) -> list[ActivityItem]:
         items.append(ActivityItem(id="paused", kind="warn", at=None, text=_(
             "Paused by the platform's operators: it is hidden from discovery, and its users "
             "see it as paused; it cannot send tool calls until it is enabled again.")))
-    events = Event.objects.filter(agent=agent).exclude(type="message.new").order_by("-id")[:SHOWN]
+    events = Event.objects.filter(agent=agent).exclude(type=EventType.MESSAGE_NEW).order_by("-id")[:SHOWN]
     for event in events:
         described = describe(event.type, event.data)
         if described is not None:

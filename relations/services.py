@@ -9,8 +9,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from eventlog.services import event_emit
+from eventlog.services import Stamp, event_emit
 from hashee.errors import HasheeError
+from hashee_sdk.core.event_types import EventType
 from relations.models import Relation
 from relations.selectors import declared_scopes, relation_states
 
@@ -43,9 +44,13 @@ def _check_scopes(agent: Agent, scopes: list[str]) -> list[str]:
     return sorted(set(scopes))
 
 
-def _emit(relation: Relation, type: str) -> int:
+def _emit(relation: Relation, type: str, *, window_field: str | None = None) -> int:
+    """The event about ``relation``, its transaction's last write; ``window_field`` (the
+    start or end of the user's window on the agent's audience events) gets its id."""
     payload = relation_payload(relation)
-    return event_emit(type=type, data={"relation": payload}, user=relation.user, agent=relation.agent).id
+    stamp = Stamp(model=Relation, pk=relation.pk, field=window_field) if window_field else None
+    return event_emit(type=type, data={"relation": payload}, user=relation.user, agent=relation.agent,
+                      stamp=stamp).id
 
 
 def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> Relation:
@@ -70,8 +75,7 @@ def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> R
                                                    **_acknowledgement(agent))
         except IntegrityError as exc:
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.") from exc
-        relation.events_from_id = _emit(relation, "h2a.relation_created")
-        Relation.objects.filter(pk=relation.pk).update(events_from_id=relation.events_from_id)
+        relation.events_from_id = _emit(relation, EventType.RELATION_CREATED, window_field="events_from_id")
     return relation
 
 
@@ -112,7 +116,7 @@ def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
         for name, value in acknowledgement.items():
             setattr(relation, name, value)
         relation.save(update_fields=["granted_scopes", *acknowledgement, "updated_at"])
-        _emit(relation, "h2a.relation_updated")
+        _emit(relation, EventType.RELATION_UPDATED)
     return relation
 
 
@@ -124,6 +128,5 @@ def relation_revoke(*, relation: Relation) -> Relation:
             return relation
         relation.revoked_at = timezone.now()
         relation.save(update_fields=["revoked_at", "updated_at"])
-        relation.events_until_id = _emit(relation, "h2a.relation_revoked")
-        Relation.objects.filter(pk=relation.pk).update(events_until_id=relation.events_until_id)
+        relation.events_until_id = _emit(relation, EventType.RELATION_REVOKED, window_field="events_until_id")
     return relation

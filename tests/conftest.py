@@ -28,6 +28,7 @@ def pytest_configure(config: Any) -> None:
     # The suite runs with DEBUG off, as production does, but it is no deployment: it signs
     # with a key of its own, not the public development key a server refuses to start with.
     settings.SECRET_KEY = "tests-" + "k" * 50
+    settings.HASHEE_CHECK_EVENT_ORDER = True  # a write after an event fails the test (eventlog.ordering)
     test_name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
     if test_name:  # the SQLite test database file lives under .run/
         Path(test_name).parent.mkdir(parents=True, exist_ok=True)

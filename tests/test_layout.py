@@ -65,3 +65,10 @@ def test_the_project_package_owns_no_models() -> None:
     from django.apps import apps
 
     assert list(apps.get_app_config("hashee").get_models()) == []
+
+
+def test_every_event_type_is_documented_in_the_openapi_document() -> None:
+    from hashee.openapi import EVENT_TYPES
+    from hashee_sdk.core.event_types import EventType
+
+    assert set(EVENT_TYPES) == set(EventType)

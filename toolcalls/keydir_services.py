@@ -22,6 +22,7 @@ from eventlog.services import event_emit
 from hashee.errors import HasheeError
 from hashee_sdk import statements, wire
 from hashee_sdk.core import signing
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.crypto import PublicKeys
 from relations.models import Relation
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
@@ -59,14 +60,16 @@ def device_key_register(*, user: Any, device_id: str, x25519_public: str, ed2551
                               "and published again.")
         first = not live.filter(approved_at__isnull=False).exists()
         if current is not None:
-            _device_revoke(current)
+            _device_revoke(current, tell=False)  # told below: the events are the last writes
         elif live.count() >= MAX_DEVICE_KEYS:
             raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_DEVICE_KEYS} devices; revoke one first.")
         key = DeviceKey.objects.create(user=user, device_id=device_id, key_id=key_id, x25519_public=x25519_public,
                                        ed25519_public=ed25519_public)
         if first or approver is not None:
             _approve(key, approver, approval)
-        _device_event(key, "keys.device_published")
+        if current is not None:
+            _device_event(current, EventType.DEVICE_REVOKED)
+        _device_event(key, EventType.DEVICE_PUBLISHED)
     return key, True
 
 
@@ -83,7 +86,7 @@ def device_key_approve(*, user: Any, device_id: str, approval: Approval) -> Devi
             return key
         approver = _approver(live, approval, device_id=device_id, key_id=key.key_id)
         _approve(key, approver, approval)
-        _device_event(key, "keys.device_approved")
+        _device_event(key, EventType.DEVICE_APPROVED)
     return key
 
 
@@ -112,14 +115,14 @@ def runtime_key_register(*, agent: Agent, x25519_public: str, ed25519_public: st
             if vouched != (current.identity_kid, current.identity_signature):
                 current.identity_kid, current.identity_signature = vouched
                 current.save(update_fields=["identity_kid", "identity_signature"])
-                _runtime_key_event(current, "keys.agent_key_published")
+                _runtime_key_event(current, EventType.RUNTIME_KEY_PUBLISHED)
             return current, False
         if live.count() >= MAX_AGENT_KEYS:
             raise HasheeError("KEY_LIMIT_REACHED", f"At most {MAX_AGENT_KEYS} live keys per agent; revoke one first.")
         key = RuntimeKey.objects.create(agent=agent, key_id=key_id, x25519_public=x25519_public,
                                       ed25519_public=ed25519_public, identity_kid=vouched[0],
                                       identity_signature=vouched[1])
-        _runtime_key_event(key, "keys.agent_key_published")
+        _runtime_key_event(key, EventType.RUNTIME_KEY_PUBLISHED)
     return key, True
 
 
@@ -148,7 +151,7 @@ def runtime_key_revoke(*, agent: Agent, key_id: str) -> None:
             raise HasheeError("NOT_FOUND", "No such live key for this agent.")
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
-        _runtime_key_event(key, "keys.agent_key_revoked")
+        _runtime_key_event(key, EventType.RUNTIME_KEY_REVOKED)
 
 
 # --- helpers ---------------------------------------------------------------------------
@@ -176,10 +179,11 @@ def _approve(key: DeviceKey, approver: DeviceKey | None, approval: Approval | No
     key.save(update_fields=["approved_at", "approved_by_key_id", "approval"])
 
 
-def _device_revoke(key: DeviceKey) -> None:
+def _device_revoke(key: DeviceKey, *, tell: bool = True) -> None:
     key.revoked_at = timezone.now()
     key.save(update_fields=["revoked_at"])
-    _device_event(key, "keys.device_revoked")
+    if tell:
+        _device_event(key, EventType.DEVICE_REVOKED)
 
 
 def device_key_data(key: DeviceKey) -> dict[str, Any]:

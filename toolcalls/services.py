@@ -23,6 +23,7 @@ from agents.models import Agent
 from eventlog.models import Event
 from eventlog.services import EVENT_LOG_LOCK, event_emit, ring_doorbell
 from hashee.errors import HasheeError
+from hashee_sdk.core.event_types import EventType
 from relations.models import Relation
 from relations.selectors import relation_with_agent
 from toolcalls import idempotency, statements
@@ -164,10 +165,10 @@ def _message_store(*, sender: Sender, msg_subtype: str, content_type: str, paylo
     if to_agent or connection.vendor != "postgresql" or connection.in_atomic_block:
         with transaction.atomic(savepoint=False):
             message.save(force_insert=True)  # sets created_at anew (auto_now_add): the event says what is stored
-            event_emit(type="message.new", data=_event_data(message), agent=relation.agent if to_agent else None,
+            event_emit(type=EventType.MESSAGE_NEW, data=_event_data(message), agent=relation.agent if to_agent else None,
                        user_id=None if to_agent else relation.user_id)
         return message
-    event = Event(type="message.new", data=_event_data(message), user_id=relation.user_id,
+    event = Event(type=EventType.MESSAGE_NEW, data=_event_data(message), user_id=relation.user_id,
                   created_at=timezone.now())
     statements.message_with_event_insert(message=message, event=event, log_lock=EVENT_LOG_LOCK)
     ring_doorbell(event)  # committed: the statement was its own transaction

@@ -35,6 +35,7 @@ from hashee_sdk import contract, envelope, statements, wire
 from hashee_sdk.contract import CompiledTool
 from hashee_sdk.core import signing
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import Recipient
 from hashee_sdk.errors import (
@@ -243,16 +244,16 @@ class AgentRuntime(FrameConsumer):
     async def handle_frame(self, frame: Mapping[str, Any]) -> None:
         """Act on one event frame (socket, poll or webhook)."""
         kind, data = frame.get("type"), frame.get("data") or {}
-        if kind == "message.new":
+        if kind == EventType.MESSAGE_NEW:
             await self._on_message(str(data.get("relation_id")), data.get("message") or {})
-        elif kind == "h2a.relation_revoked":
+        elif kind == EventType.RELATION_REVOKED:
             relation_id = str((data.get("relation") or {}).get("relation_id"))
             for pending in list(self._pending.values()):
                 if pending.relation_id == relation_id and not pending.future.done():
                     pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
-        elif kind in ("h2a.reauth_required", "agent.manifest_updated"):
+        elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
             self._published = None
-        elif kind == "resync_required":
+        elif kind == EventType.RESYNC_REQUIRED:
             self._published = None
             self.keydir.forget()
             await self._refetch_answers()

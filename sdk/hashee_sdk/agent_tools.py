@@ -22,12 +22,13 @@ from typing import Any, Final
 from hashee_sdk.agent import AgentRuntime
 from hashee_sdk.consent import consent_for
 from hashee_sdk.core.canonical import canonical_hash
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.toolspec import callable_tools
 from hashee_sdk.errors import ManifestNotPublished, ManifestUnverified
 from hashee_sdk.rest import call_api
 
 logger = logging.getLogger(__name__)
-RELATION_EVENTS: Final = ("h2a.relation_created", "h2a.relation_updated", "h2a.relation_revoked")
+RELATION_EVENTS: Final = (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED)
 Entry = dict[str, Any]
 
 

@@ -43,6 +43,7 @@ from hashee_sdk import contract, envelope, wire
 from hashee_sdk.audit import AuditLog
 from hashee_sdk.contract import CompiledTool, Decision
 from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.envelope import OpenedCopy, Recipient
@@ -226,19 +227,19 @@ class UserClient(FrameConsumer):
     async def handle_frame(self, frame: Mapping[str, Any]) -> dict[str, Any] | None:
         """Act on one event frame; returns the tool_response sent, if any."""
         kind, data = frame.get("type"), frame.get("data") or {}
-        if kind == "message.new":
+        if kind == EventType.MESSAGE_NEW:
             return await self.handle_message(str(data.get("relation_id")), data.get("message") or {})
-        if kind in ("h2a.relation_created", "h2a.relation_updated", "h2a.relation_revoked"):
+        if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
             relation = data.get("relation") or {}
             self._invalidate(str(relation.get("relation_id")))
-            if kind != "h2a.relation_created":  # new grants or a new version: ask again
+            if kind != EventType.RELATION_CREATED:  # new grants or a new version: ask again
                 self.policy.forget(agent_id=str(relation.get("agent_id")))
-        elif kind in ("h2a.reauth_required", "agent.manifest_updated"):
+        elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
             agent_id = str(data.get("agent_id"))
             self._invalidate(*(k for k, v in self._views.items() if v.agent_id == agent_id))
-            if kind == "h2a.reauth_required":
+            if kind == EventType.REAUTH_REQUIRED:
                 self.policy.forget(agent_id=agent_id)
-        elif kind == "resync_required":
+        elif kind == EventType.RESYNC_REQUIRED:
             self._invalidate(*self._views)
             self.keydir.forget()
             for relation_id in list(self._in_flight):  # what the calls being answered will need
@@ -259,7 +260,7 @@ class UserClient(FrameConsumer):
                      on_cursor=lambda last: self.store.set_cursor(CURSOR, last))
 
     async def _dispatch(self, frame: dict[str, Any]) -> None:
-        if frame.get("type") != "message.new":
+        if frame.get("type") != EventType.MESSAGE_NEW:
             await self._safely(frame)
             return
         task = asyncio.create_task(self._safely(frame))

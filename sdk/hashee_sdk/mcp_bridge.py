@@ -40,6 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from hashee_sdk import contract
 from hashee_sdk.agent import CURSOR, AgentRuntime, ToolResult
 from hashee_sdk.agent_tools import AgentToolList
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.errors import (
     ApiError,
     ArgumentsInvalid,
@@ -52,8 +53,8 @@ from hashee_sdk.events import FrameConsumer, listen
 
 logger = logging.getLogger(__name__)
 # Events after which the list may differ: grants, re-consent, the manifest, a gap in the log.
-LIST_EVENTS: Final = frozenset({"h2a.relation_created", "h2a.relation_updated", "h2a.relation_revoked",
-                                "h2a.reauth_required", "agent.manifest_updated", "resync_required"})
+LIST_EVENTS: Final = frozenset({EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED,
+                                EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED, EventType.RESYNC_REQUIRED})
 LIST_TTL_S = 30.0  # a list kept without events (no listener) is fetched again after this
 MAX_SESSIONS = 256  # handshake-era clients told of changes (the Streamable HTTP manager bounds them too)
 ManifestSource = Callable[[], Mapping[str, Any]]
