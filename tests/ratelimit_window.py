@@ -19,3 +19,12 @@ def a_key_far_from_a_window_end(candidates: Iterable[str], period: int, margin: 
     that a test's requests all fall in one window."""
     now = int(time.time())
     return next(key for key in candidates if window_last_second(key, now, period) - now > margin)
+
+
+def wait_for_room(key: str, seconds: int, period: int = 60) -> None:
+    """Sleep until the current window of ``key`` has more than ``seconds`` left (at most
+    ``seconds`` + 1 s), so that a test's burst falls in one window even on a loaded machine."""
+    now = int(time.time())
+    end = window_last_second(key, now, period)
+    if end - now <= seconds:
+        time.sleep(end + 1 - time.time())

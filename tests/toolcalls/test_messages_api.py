@@ -16,6 +16,7 @@ from agents.models import Agent
 from eventlog.models import Event
 from relations import services as relation_services
 from relations.models import Relation
+from tests.ratelimit_window import wait_for_room
 from toolcalls.models import IdempotencyKey, Message
 
 pytestmark = pytest.mark.django_db
@@ -127,6 +128,7 @@ def test_a_paused_agent_cannot_send(agent_api: APIClient, relation: Relation, ag
 
 def test_the_61st_tool_call_in_a_minute_is_refused_and_stores_nothing(agent_api: APIClient,
                                                                        relation: Relation) -> None:
+    wait_for_room(str(relation.agent_id), seconds=20)
     statuses = [send(agent_api, relation, tool_call(f"c{i}")).status_code for i in range(60)]
 
     refused = send(agent_api, relation, tool_call("c60"))
@@ -141,6 +143,7 @@ def test_the_61st_tool_call_in_a_minute_is_refused_and_stores_nothing(agent_api:
 def test_the_limit_is_per_agent_across_relations(agent_api: APIClient, relation: Relation, agent: Agent,
                                                  mallory: Any) -> None:
     second = relation_services.relation_create(user=mallory, agent_id=agent.pk, granted_scopes=[])
+    wait_for_room(str(agent.pk), seconds=20)
     for i in range(60):
         send(agent_api, relation if i % 2 else second, tool_call(f"c{i}"))
 
