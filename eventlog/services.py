@@ -9,6 +9,7 @@ SQLite serialises writers anyway.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -65,7 +66,7 @@ def _insert_shape(model: type[Model]) -> tuple[list[Any], str, list[str]]:
     """What an INSERT of ``model`` looks like on this database (the same for every row)."""
     fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(f.column) for f in fields)  # type: ignore[arg-type]  # a concrete field has a column
     return fields, columns, [f"%s::{f.db_type(connection)}" for f in fields]
 
 
@@ -113,7 +114,7 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
 def events_purge(*, older_than_days: int | None = None) -> int:
     """Delete events older than the retention period; returns how many."""
     days = older_than_days if older_than_days is not None else settings.HASHEE_EVENT_RETENTION_DAYS
-    cutoff = timezone.now() - timezone.timedelta(days=days)
+    cutoff = timezone.now() - timedelta(days=days)
     with transaction.atomic():
         newest_old = Event.objects.filter(created_at__lt=cutoff).order_by("-id").values_list("id", flat=True).first()
         if newest_old is None:

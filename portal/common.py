@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -20,6 +21,12 @@ FORM_TOKENS_SESSION_KEY = "portal.form_tokens"
 FORM_TOKENS_KEPT = 20  # forms open at once in one session (tabs)
 
 View = Callable[..., HttpResponse]
+
+
+class AuthenticatedHttpRequest(HttpRequest):
+    """The request of a view behind ``login_required``, for mypy: its user is a User."""
+
+    user: User
 
 
 def not_found(request: HttpRequest) -> HttpResponse:

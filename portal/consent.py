@@ -60,7 +60,7 @@ def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
         else:
             _connected_message(request, agent, granted=bool(form.cleaned_data["granted_scopes"]) or not views)
             return redirect("portal:connection", relation_id=relation.pk)
-    chosen = set(form.data.getlist("granted_scopes")) if form.is_bound else set()
+    chosen = set(request.POST.getlist("granted_scopes")) if form.is_bound else set()
     for view in views:
         view.checked = view.id in chosen
     return render(request, "portal/consent.html", {"agent": agent, "groups": group_by_sensitivity(views),
