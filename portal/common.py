@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -38,7 +39,7 @@ def agent_owner_view(view: View) -> View:
     """Log in, then load the agent as ``agent`` — only for its owner; anyone else gets 404."""
 
     @wraps(view)
-    def wrapper(request: HttpRequest, agent_id: Any, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: AuthenticatedHttpRequest, agent_id: uuid.UUID, *args: Any, **kwargs: Any) -> HttpResponse:
         agent = queries.owned_agent(user=request.user, agent_id=agent_id)
         if agent is None:
             return not_found(request)

@@ -81,7 +81,7 @@ def runtime_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpR
 
 @never_cache
 @login_required
-def user_keys(request: HttpRequest) -> HttpResponse:
+def user_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     def create(name: str) -> SecretOnce:
         _key, secret = api_key_create(user=request.user, name=name)
         return SecretOnce(label=_("New API key"), secret=secret,

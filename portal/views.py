@@ -44,7 +44,7 @@ def home(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 
 @login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     attention = [c for c in queries.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
     return render(request, "portal/dashboard.html", {"rows": queries.owner_rows(user=request.user),
                                                      "attention": attention})
