@@ -90,7 +90,7 @@ class AgentAdminForm(forms.ModelForm):
 
 class ManifestVersionInline(admin.TabularInline):
     model = ManifestVersion
-    fields = ["version_link", "hash", "size_bytes", "kind", "created_by", "created_at"]
+    fields = ("version_link", "hash", "size_bytes", "kind", "created_by", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -278,8 +278,8 @@ class ManifestVersionAdmin(admin.ModelAdmin):
     list_filter = ["breaking"]
     search_fields = ["agent__name", "hash"]
     list_select_related = ["agent", "created_by"]
-    fields = ["agent", "version", "hash", "size_bytes", "kind", "scopes_requiring_reauth", "warnings",
-              "verified", "signature_kid", "signature", "created_by", "created_at", "change_table", "pretty_manifest"]
+    fields = ("agent", "version", "hash", "size_bytes", "kind", "scopes_requiring_reauth", "warnings",
+              "verified", "signature_kid", "signature", "created_by", "created_at", "change_table", "pretty_manifest")
     readonly_fields = fields
     Media = DiffStyles
 
@@ -322,7 +322,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     search_fields = ["prefix", "name", "user__username", "agent__name"]
     list_select_related = ["user", "agent"]
-    fields = ["kind", "user", "agent", "name", "prefix", "key_hash", "created_at", "last_used_at", "revoked_at"]
+    fields = ("kind", "user", "agent", "name", "prefix", "key_hash", "created_at", "last_used_at", "revoked_at")
     readonly_fields = fields
     actions = ["revoke"]
 

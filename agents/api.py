@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -62,14 +62,14 @@ class AgentListCreateView(APIView):
 
     @extend_schema(
         operation_id="agents_list", summary="Discover agents",
-        parameters=[OpenApiParameter(name, schema, description=text) for name, schema, text in [
+        parameters=[OpenApiParameter(name, schema, description=text) for name, schema, text in cast("list[tuple[str, Any, str]]", [
             ("q", str, "Search name and description"), ("scope", str, "Declares this scope id"),
             ("sensitivity", LEVELS, "Declares at least one scope of this level (low|medium|high)"),
             ("max_sensitivity", LEVELS, "Declares no scope above this level"),
             ("flag", {"type": "string", "enum": ["", *CAPABILITY_FLAGS]}, "This capability flag is true"),
             # Any other owner value means "every enabled agent".
             ("owner", str, "`me`: my agents, including disabled ones"),
-        ]],
+        ])],
         responses={200: _paginated("PaginatedAgentList", AgentOutput(many=True)), 400: ERROR, 401: ERROR},
     )
     def get(self, request: Request) -> Response:

@@ -11,8 +11,9 @@ import functools
 import hashlib
 import hmac
 import secrets
+import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.utils import timezone
 from rest_framework import authentication, exceptions
@@ -90,7 +91,7 @@ class AgentPrincipal:
 
     def __init__(self, *, key: ApiKey) -> None:
         self.key = key
-        self.agent_id = key.agent_id
+        self.agent_id = cast(uuid.UUID, key.agent_id)  # an agent key always names its agent
 
     @functools.cached_property
     def agent(self) -> Agent:

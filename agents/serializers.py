@@ -150,7 +150,7 @@ class VersionOutput(VersionSummaryOutput):
 
 class ValidateOutput(serializers.Serializer):
     valid = serializers.BooleanField()
-    errors = IssueOutput(many=True)
+    errors = IssueOutput(many=True)  # type: ignore[assignment]  # a declared field, not Serializer.errors: the metaclass moves it
     warnings = IssueOutput(many=True)
     size_bytes = serializers.IntegerField(allow_null=True)
     hash = serializers.CharField(allow_null=True)

@@ -115,6 +115,7 @@ def manifest_version_record(*, agent: Agent, submission: ManifestSubmission | No
         return None
     signed = manifest_signature_check(agent_id=agent.pk, manifest=manifest, signature=submission.signature)
     diff = diff_manifests(latest.manifest if latest else None, manifest)
+    assert checked.hash is not None and checked.size_bytes is not None  # a passed check has both
     version = ManifestVersion.objects.create(
         agent_id=agent.pk, version=(latest.version if latest else 0) + 1, manifest=manifest,
         hash=checked.hash, size_bytes=checked.size_bytes, changes=diff.changes, breaking=diff.breaking,

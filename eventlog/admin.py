@@ -80,7 +80,7 @@ class ReadOnlyInline(admin.TabularInline):
 
 class WebhookAttemptInline(ReadOnlyInline):
     model = WebhookAttempt
-    fields = ["attempted_at", "url", "status_code", "duration_ms", "error", "response_excerpt"]
+    fields = ("attempted_at", "url", "status_code", "duration_ms", "error", "response_excerpt")
     readonly_fields = fields
 
 
@@ -91,8 +91,8 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_filter = ["status", "event_type"]
     search_fields = ["agent__name", "=msg_id"]
     list_select_related = ["agent"]
-    fields = ["agent", "event_type", "event_id", "msg_id", "status", "attempt_count", "next_attempt_at",
-              "last_status_code", "last_error", "created_at", "delivered_at", "pretty_payload"]
+    fields = ("agent", "event_type", "event_id", "msg_id", "status", "attempt_count", "next_attempt_at",
+              "last_status_code", "last_error", "created_at", "delivered_at", "pretty_payload")
     readonly_fields = fields
     inlines = [WebhookAttemptInline]
     actions = ["redeliver"]
@@ -141,7 +141,7 @@ class EventAdmin(admin.ModelAdmin):
     list_filter = ["type"]
     search_fields = ["type", "user__username", "agent__name", "audience__name"]
     list_select_related = ["user", "agent", "audience"]
-    fields = ["id", "type", "user", "agent", "audience", "created_at", "pretty_data"]
+    fields = ("id", "type", "user", "agent", "audience", "created_at", "pretty_data")
     readonly_fields = fields
     show_full_result_count = False
     paginator = EstimatedCountPaginator

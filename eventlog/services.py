@@ -12,11 +12,12 @@ event's own statement (``Stamp``), and a write after it fails in debug and in th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
@@ -70,7 +71,7 @@ def _insert_shape(model: type[Model]) -> tuple[list[Any], str, list[str]]:
     """What an INSERT of ``model`` looks like on this database (the same for every row)."""
     fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(f.column) for f in fields)  # type: ignore[arg-type]  # a concrete field has a column
     return fields, columns, [f"%s::{f.db_type(connection)}" for f in fields]
 
 
@@ -99,10 +100,11 @@ def _insert_locked(event: Event, stamp: Stamp | None) -> None:
     quote = connection.ops.quote_name
     stamped, stamp_params = "", []
     if stamp is not None:
-        column, pk_column = stamp.model._meta.get_field(stamp.field).column, stamp.model._meta.pk.column
-        stamped = (f", stamped AS (UPDATE {quote(stamp.model._meta.db_table)} SET {quote(column)} = "  # noqa: S608
-                   f"(SELECT id FROM new_event) WHERE {quote(pk_column)} = %s)")
-        stamp_params = [stamp.model._meta.pk.get_db_prep_value(stamp.pk, connection)]
+        field, pk = stamp.model._meta.get_field(stamp.field), stamp.model._meta.pk
+        assert isinstance(field, Field) and field.column and pk is not None and pk.column  # concrete columns
+        stamped = (f", stamped AS (UPDATE {quote(stamp.model._meta.db_table)} SET {quote(field.column)} = "  # noqa: S608
+                   f"(SELECT id FROM new_event) WHERE {quote(pk.column)} = %s)")
+        stamp_params = [pk.get_db_prep_value(stamp.pk, connection)]
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH log_lock AS (SELECT pg_advisory_xact_lock(%s)), "  # noqa: S608 - model metadata, not input
@@ -140,7 +142,7 @@ def event_emit(*, type: str, data: dict[str, Any], user: Any = None, agent: Any 
 def events_purge(*, older_than_days: int | None = None) -> int:
     """Delete events older than the retention period; returns how many."""
     days = older_than_days if older_than_days is not None else settings.HASHEE_EVENT_RETENTION_DAYS
-    cutoff = timezone.now() - timezone.timedelta(days=days)
+    cutoff = timezone.now() - timedelta(days=days)
     with transaction.atomic():
         newest_old = Event.objects.filter(created_at__lt=cutoff).order_by("-id").values_list("id", flat=True).first()
         if newest_old is None:

@@ -20,10 +20,11 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.negotiation import BaseContentNegotiation
@@ -72,11 +73,12 @@ def sse_event(text: str) -> bytes:
 class JsonErrors(BaseContentNegotiation):
     """An EventSource asks for text/event-stream; refusals still answer JSON (SPEC §2)."""
 
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[Any]) -> Any:
+        return next(iter(parsers), None)
 
-    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: str | None = None) -> Any:
-        return renderers[0], renderers[0].media_type
+    def select_renderer(self, request: Request, renderers: Iterable[Any], format_suffix: str | None = None) -> Any:
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
 
 
 def _resume_point(request: Request) -> str | None:
@@ -95,7 +97,8 @@ def _resume_point(request: Request) -> str | None:
 
 def _access(request: Request) -> SocketAccess:
     """What the stream stands on (eventlog.access closes it when that ends)."""
-    principal = request.user
+    # IsAuthenticated: a User, or an agent key's principal (the plugin knows only the user model)
+    principal: User | AgentPrincipal = request.user  # type: ignore[assignment]
     if isinstance(principal, AgentPrincipal):  # an agent key, or a hat_ token of one
         key = principal.key
         return SocketAccess(user_id=key.user_id, key_id=key.pk, agent_id=str(key.agent_id))

@@ -202,8 +202,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return None
     code = next((c for cls, c in _DRF_CODES if isinstance(exc, cls)), "INTERNAL_ERROR")
     headers: dict[str, str] = {}
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        headers["Retry-After"] = str(int(exc.wait))
+    wait = exc.wait if isinstance(exc, exceptions.Throttled) else None  # type: ignore[attr-defined]  # the stub omits .wait
+    if wait is not None:
+        headers["Retry-After"] = str(int(wait))
     if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
         headers["WWW-Authenticate"] = 'Bearer realm="api"'
         return error_response(code, _message(exc), 401, headers=headers)

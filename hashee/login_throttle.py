@@ -21,7 +21,8 @@ from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.utils.translation import ngettext
 from django_ratelimit.core import get_usage
 
@@ -73,11 +74,11 @@ class ThrottledAdminLoginForm(ThrottledLoginMixin, AdminAuthenticationForm):
     pass
 
 
-def refused_with_429(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def refused_with_429(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """A login view whose throttled form answers 429 with Retry-After (the page is the same)."""
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         response = view(request, *args, **kwargs)
         form = (getattr(response, "context_data", None) or {}).get("form")
         wait = getattr(form, "throttled_for", None)
@@ -89,6 +90,6 @@ def refused_with_429(view: Callable[..., HttpResponse]) -> Callable[..., HttpRes
     return wrapper
 
 
-def portal_login_view(**kwargs: Any) -> Callable[..., HttpResponse]:
+def portal_login_view(**kwargs: Any) -> Callable[..., HttpResponseBase]:
     return refused_with_429(LoginView.as_view(authentication_form=ThrottledLoginForm, **kwargs))
 

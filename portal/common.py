@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -10,6 +11,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -22,6 +24,12 @@ FORM_TOKENS_KEPT = 20  # forms open at once in one session (tabs)
 View = Callable[..., HttpResponse]
 
 
+class AuthenticatedHttpRequest(HttpRequest):
+    """The request of a view behind ``login_required``, for mypy: its user is a User."""
+
+    user: User
+
+
 def not_found(request: HttpRequest) -> HttpResponse:
     """A portal page, not the API's JSON 404: whether the object exists is not said."""
     return render(request, "portal/not_found.html", status=404)
@@ -31,7 +39,7 @@ def agent_owner_view(view: View) -> View:
     """Log in, then load the agent as ``agent`` — only for its owner; anyone else gets 404."""
 
     @wraps(view)
-    def wrapper(request: HttpRequest, agent_id: Any, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: AuthenticatedHttpRequest, agent_id: uuid.UUID, *args: Any, **kwargs: Any) -> HttpResponse:
         agent = queries.owned_agent(user=request.user, agent_id=agent_id)
         if agent is None:
             return not_found(request)

@@ -3,6 +3,7 @@ breaking change — seeing exactly what changed since they last said yes."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.contrib import messages
@@ -18,7 +19,7 @@ from agents.models import Agent
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from portal import queries
-from portal.common import error_messages, not_found
+from portal.common import AuthenticatedHttpRequest, error_messages, not_found
 from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
@@ -29,7 +30,7 @@ DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
 
 
 @login_required
-def discover(request: HttpRequest) -> HttpResponse:
+def discover(request: AuthenticatedHttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     page = Paginator(agent_selectors.agent_discover(user=request.user, params={"q": query}),
                      DISCOVER_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -40,7 +41,7 @@ def discover(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
+def connect(request: AuthenticatedHttpRequest, agent_id: uuid.UUID) -> HttpResponse:
     """The consent page: the agent's scopes grouped by sensitivity; nothing is pre-granted."""
     try:
         agent = agent_selectors.agent_get_visible(agent_id=agent_id, user=request.user)
@@ -60,7 +61,7 @@ def connect(request: HttpRequest, agent_id: Any) -> HttpResponse:
         else:
             _connected_message(request, agent, granted=bool(form.cleaned_data["granted_scopes"]) or not views)
             return redirect("portal:connection", relation_id=relation.pk)
-    chosen = set(form.data.getlist("granted_scopes")) if form.is_bound else set()
+    chosen = set(request.POST.getlist("granted_scopes")) if form.is_bound else set()
     for view in views:
         view.checked = view.id in chosen
     return render(request, "portal/consent.html", {"agent": agent, "groups": group_by_sensitivity(views),
@@ -76,12 +77,12 @@ def _connected_message(request: HttpRequest, agent: Agent, *, granted: bool) -> 
 
 
 @login_required
-def connections(request: HttpRequest) -> HttpResponse:
+def connections(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "portal/connections.html", {"connections": queries.connections(user=request.user)})
 
 
 @login_required
-def connection_detail(request: HttpRequest, relation_id: Any) -> HttpResponse:
+def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
     """Manage a connection; when a re-consent is pending, show what changed and ask again."""
     found = queries.connection(user=request.user, relation_id=relation_id)
     if found is None:
@@ -137,7 +138,7 @@ def _mark(views: list[Any], found: queries.Connection, headlines: dict[str, str]
 
 @require_POST
 @login_required
-def connection_revoke(request: HttpRequest, relation_id: Any) -> HttpResponse:
+def connection_revoke(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
     found = queries.connection(user=request.user, relation_id=relation_id)
     if found is None:
         return not_found(request)

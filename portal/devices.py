@@ -14,12 +14,12 @@ from django.views.decorators.http import require_POST
 
 from hashee.errors import HasheeError
 from portal import queries
-from portal.common import not_found
+from portal.common import AuthenticatedHttpRequest, not_found
 from toolcalls.keydir_services import device_key_revoke
 
 
 @login_required
-def devices(request: HttpRequest) -> HttpResponse:
+def devices(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(request, "portal/devices.html", {"devices": queries.devices(user=request.user)})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -59,4 +59,4 @@ class ConsentForm(forms.Form):
 
     def __init__(self, *args: Any, scope_ids: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["granted_scopes"].choices = [(s, s) for s in scope_ids]
+        cast(forms.MultipleChoiceField, self.fields["granted_scopes"]).choices = [(s, s) for s in scope_ids]

@@ -24,7 +24,15 @@ from eventlog.webhook_models import WebhookDelivery
 from eventlog.webhooks import webhook_redeliver
 from hashee.errors import HasheeError
 from portal import queries
-from portal.common import SecretOnce, agent_owner_view, already_sent, form_token_issue, form_token_spend, not_found
+from portal.common import (
+    AuthenticatedHttpRequest,
+    SecretOnce,
+    agent_owner_view,
+    already_sent,
+    form_token_issue,
+    form_token_spend,
+    not_found,
+)
 from portal.forms import KeyCreateForm, OnceForm, WebhookForm
 
 F = TypeVar("F", bound=OnceForm)
@@ -73,7 +81,7 @@ def runtime_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpR
 
 @never_cache
 @login_required
-def user_keys(request: HttpRequest) -> HttpResponse:
+def user_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     def create(name: str) -> SecretOnce:
         _key, secret = api_key_create(user=request.user, name=name)
         return SecretOnce(label=_("New API key"), secret=secret,
@@ -85,7 +93,7 @@ def user_keys(request: HttpRequest) -> HttpResponse:
 
 @require_POST
 @login_required
-def user_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+def user_key_revoke(request: AuthenticatedHttpRequest, key_id: int) -> HttpResponse:
     key = ApiKey.objects.filter(user=request.user, kind=ApiKey.Kind.USER, pk=key_id).first()
     if key is None:
         return not_found(request)

@@ -5,10 +5,10 @@ the same templates the page used, so the socket and the page never disagree.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from agents.models import Agent
@@ -16,7 +16,7 @@ from agents.selectors import agent_get_visible
 from eventlog.webhook_models import WebhookDelivery
 from hashee.errors import HasheeError
 from portal import queries
-from portal.common import agent_owner_view, not_found
+from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.views import overview_context
 
 AGENT_REGIONS = {"stats", "scopes", "activity", "deliveries", "row"}
@@ -24,7 +24,7 @@ USER_REGIONS = {"connections", "attention"}
 
 
 @agent_owner_view
-def agent_region(request: HttpRequest, agent: Agent, region: str) -> HttpResponse:
+def agent_region(request: AuthenticatedHttpRequest, agent: Agent, region: str) -> HttpResponse:
     if region not in AGENT_REGIONS:
         return not_found(request)
     agent.refresh_from_db()
@@ -43,7 +43,7 @@ def agent_region(request: HttpRequest, agent: Agent, region: str) -> HttpRespons
 
 
 @login_required
-def user_region(request: HttpRequest, region: str) -> HttpResponse:
+def user_region(request: AuthenticatedHttpRequest, region: str) -> HttpResponse:
     if region not in USER_REGIONS:
         return not_found(request)
     found = queries.connections(user=request.user)
@@ -54,7 +54,7 @@ def user_region(request: HttpRequest, region: str) -> HttpResponse:
 
 
 @login_required
-def connection_region(request: HttpRequest, relation_id: Any) -> HttpResponse:
+def connection_region(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
     """A connection page's head: its status and versions, current while the page is open."""
     found = queries.connection(user=request.user, relation_id=relation_id)
     if found is None:
@@ -65,7 +65,7 @@ def connection_region(request: HttpRequest, relation_id: Any) -> HttpResponse:
 
 
 @login_required
-def discover_card_region(request: HttpRequest, agent_id: Any) -> HttpResponse:
+def discover_card_region(request: AuthenticatedHttpRequest, agent_id: uuid.UUID) -> HttpResponse:
     """A discovery card's foot: connect, or the user's connection and whether it needs review."""
     try:
         agent = agent_get_visible(agent_id=agent_id, user=request.user)

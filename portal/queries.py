@@ -6,9 +6,10 @@ always comes from ``relation_states`` (derived from version history), never from
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import F
 
 from agents.models import Agent, ApiKey, ManifestVersion
@@ -40,7 +41,7 @@ class Connection:
         return self.state.status == Relation.Status.REAUTH_REQUIRED
 
 
-def owned_agent(*, user: Any, agent_id: Any) -> Agent | None:
+def owned_agent(*, user: User, agent_id: uuid.UUID | str) -> Agent | None:
     """The user's own agent, or None (someone else's is not revealed to exist)."""
     if not getattr(user, "is_authenticated", False):
         return None
@@ -51,7 +52,7 @@ def audience(*, agent: Agent) -> Audience:
     return audience_summaries(agents=[agent])[agent.pk]
 
 
-def owner_rows(*, user: Any) -> list[AgentRow]:
+def owner_rows(*, user: User) -> list[AgentRow]:
     """The owner's agents with their latest version and audience (a fixed number of queries)."""
     agents = list(Agent.objects.filter(owner=user).order_by("name", "id"))
     latest = {v.agent_id: v for v in ManifestVersion.objects.filter(
@@ -69,7 +70,7 @@ def agent_keys(*, agent: Agent) -> list[ApiKey]:
     return list(ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("revoked_at", "-created_at"))
 
 
-def user_keys(*, user: Any) -> list[ApiKey]:
+def user_keys(*, user: User) -> list[ApiKey]:
     return list(ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER).order_by("revoked_at", "-created_at"))
 
 
@@ -79,7 +80,7 @@ class DeviceRow:
     approved_by: str  # the approving device's name, "" for the first device
 
 
-def devices(*, user: Any) -> list[DeviceRow]:
+def devices(*, user: User) -> list[DeviceRow]:
     """The user's live device keys, pending first, each with its approver's device name."""
     keys = list(DeviceKey.objects.filter(user=user, revoked_at__isnull=True).order_by("-created_at"))
     names = dict(DeviceKey.objects.filter(user=user, key_id__in=[k.approved_by_key_id for k in keys])
@@ -92,7 +93,7 @@ def recent_deliveries(*, agent: Agent) -> list[WebhookDelivery]:
     return list(WebhookDelivery.objects.filter(agent=agent).order_by("-id")[:RECENT_DELIVERIES])
 
 
-def connections(*, user: Any) -> list[Connection]:
+def connections(*, user: User) -> list[Connection]:
     """The user's relations, live first, each with its effective state. Of an agent the
     user disconnected from, only the latest relation shows, and none once reconnected."""
     relations, seen = [], set()
@@ -107,7 +108,7 @@ def connections(*, user: Any) -> list[Connection]:
     return found
 
 
-def connection(*, user: Any, relation_id: Any) -> Connection | None:
+def connection(*, user: User, relation_id: uuid.UUID | str) -> Connection | None:
     relation = Relation.objects.select_related("agent", "agent__owner", "user").filter(
         pk=relation_id, user=user).first()
     if relation is None:
@@ -115,14 +116,14 @@ def connection(*, user: Any, relation_id: Any) -> Connection | None:
     return Connection(relation=relation, state=relation_states([relation])[relation.pk])
 
 
-def connections_by_agent(*, user: Any) -> dict[Any, Connection]:
+def connections_by_agent(*, user: User) -> dict[uuid.UUID, Connection]:
     """agent id → the user's live connection to it, with its state (for discovery cards)."""
     relations = list(Relation.objects.filter(user=user, revoked_at__isnull=True).select_related("agent"))
     states = relation_states(relations)
     return {r.agent_id: Connection(relation=r, state=states[r.pk]) for r in relations}
 
 
-def live_relation_ids(*, user: Any) -> dict[Any, Any]:
+def live_relation_ids(*, user: User) -> dict[uuid.UUID, uuid.UUID]:
     """agent id → the user's live relation id, for "connected" badges."""
     return dict(Relation.objects.filter(user=user, revoked_at__isnull=True).values_list("agent_id", "pk"))
 

@@ -26,7 +26,7 @@ from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
 from portal import activity, queries
-from portal.common import agent_owner_view, not_found
+from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm
 from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_views
 from portal.preview import Preview, manifest_preview
@@ -35,7 +35,7 @@ STARTER_MANIFEST = starter_manifest()
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Where a person lands (after login too): their agents if they publish any, else the
     agents they use — a user who publishes nothing never starts on "publish your first"."""
     if Agent.objects.filter(owner=request.user).exists():
@@ -44,7 +44,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     attention = [c for c in queries.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
     return render(request, "portal/dashboard.html", {"rows": queries.owner_rows(user=request.user),
                                                      "attention": attention})

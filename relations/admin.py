@@ -50,9 +50,9 @@ class RelationAdmin(admin.ModelAdmin):
     list_filter = [StatusFilter, ("agent__status", AgentStatusFilter)]
     search_fields = ["user__username", "agent__name", "granted_scopes"]
     list_select_related = ["user", "agent"]
-    fields = ["id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",
+    fields = ("id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",
               "acknowledged_manifest_version", "events_from_id", "events_until_id", "created_at", "updated_at",
-              "revoked_at"]
+              "revoked_at")
     readonly_fields = fields
     actions = ["revoke"]
 

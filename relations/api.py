@@ -52,7 +52,7 @@ class RelationListCreateView(APIView):
     def get(self, request: Request) -> Response:
         paginator = Pagination()
         page = paginator.paginate_queryset(selectors.relations_of_user(user=request.user), request, view=self)
-        return paginator.get_paginated_response([services.relation_payload(r) for r in page])
+        return paginator.get_paginated_response([services.relation_payload(r) for r in page or []])
 
     @extend_schema(operation_id="relations_create", summary="Connect to an agent (consent to scopes)",
                    request=RelationCreateInput,

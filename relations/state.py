@@ -28,7 +28,7 @@ class VersionEffects:
 
 @dataclass(frozen=True)
 class RelationState:
-    status: str  # a Relation.Status value
+    status: Relation.Status
     granted_scopes: list[str]
     pending_scopes: list[str]
 
@@ -42,14 +42,14 @@ def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, de
     """
     granted = list(dict.fromkeys(granted))
     if revoked:
-        return RelationState(str(Relation.Status.REVOKED), granted, [])
+        return RelationState(Relation.Status.REVOKED, granted, [])
     later = [v for v in history if v.version > acknowledged]
     breaking = [v for v in later if v.breaking]
     withheld = {s for v in breaking for s in v.withheld_scopes}
     removed = {s for v in later for s in v.removed_scopes}
     pending = sorted({s for v in breaking for s in v.scopes_requiring_reauth} & declared)
     effective = [s for s in granted if s in declared and s not in withheld and s not in removed]
-    status = str(Relation.Status.REAUTH_REQUIRED if breaking or identity_reset else Relation.Status.ACTIVE)
+    status = Relation.Status.REAUTH_REQUIRED if breaking or identity_reset else Relation.Status.ACTIVE
     return RelationState(status, effective, pending)
 
 

@@ -23,7 +23,7 @@ class FormatIsNotARenderer(DefaultContentNegotiation):
     """Here ``?format=`` names the tool list's shape; DRF would take it for a renderer's
     name (its URL_FORMAT_OVERRIDE) and answer 404."""
 
-    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)
+    settings = SimpleNamespace(URL_FORMAT_OVERRIDE=None)  # type: ignore[assignment]  # DRF reads only this setting here
 
 
 def _format(request: Request) -> str:

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hashee_sdk.core.canonical import canonicalize
+
+if TYPE_CHECKING:
+    from agents.models import Agent
+
+
+def manifest_of(agent: Agent) -> dict[str, Any]:
+    """The agent's current manifest (the column is nullable; the tests' agents have one)."""
+    assert agent.capability_manifest is not None
+    return agent.capability_manifest
 
 
 def breaking(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -18,8 +18,8 @@ class MessageAdmin(admin.ModelAdmin):
     list_filter = ["sender", "msg_subtype"]
     search_fields = ["id", "relation__id", "relation__user__username", "relation__agent__name"]
     list_select_related = ["relation"]
-    fields = ["id", "relation", "sender", "msg_subtype", "content_type", "payload_bytes", "client_msg_id",
-              "created_at"]
+    fields = ("id", "relation", "sender", "msg_subtype", "content_type", "payload_bytes", "client_msg_id",
+              "created_at")
     readonly_fields = fields
     show_full_result_count = False  # a filtered list counts once, not twice (the table is the relay's)
     paginator = EstimatedCountPaginator  # and an unfiltered one by the planner's estimate
@@ -39,7 +39,7 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
     list_display = ["principal", "key", "state", "response_status", "created_at"]
     list_filter = ["state"]
     search_fields = ["principal", "key"]
-    fields = ["principal", "key", "fingerprint", "state", "response_status", "created_at"]
+    fields = ("principal", "key", "fingerprint", "state", "response_status", "created_at")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -48,8 +48,6 @@ class IdempotencyKeyAdmin(admin.ModelAdmin):
 
 class PublishedKeysAdmin(admin.ModelAdmin):
     """Public keys only; they change through the key directory's services (SDK, portal)."""
-
-    readonly_fields: list[str] = []
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -64,8 +62,8 @@ class DeviceKeyAdmin(PublishedKeysAdmin):
     list_filter = [("approved_at", admin.EmptyFieldListFilter), ("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["user__username", "device_id", "key_id"]
     list_select_related = ["user"]
-    fields = ["user", "device_id", "key_id", "status", "x25519_public", "ed25519_public", "approved_by_key_id",
-              "approval", "approved_at", "created_at", "revoked_at"]
+    fields = ("user", "device_id", "key_id", "status", "x25519_public", "ed25519_public", "approved_by_key_id",
+              "approval", "approved_at", "created_at", "revoked_at")
     readonly_fields = fields
 
 
@@ -75,5 +73,5 @@ class RuntimeKeyAdmin(PublishedKeysAdmin):
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     search_fields = ["agent__name", "key_id"]
     list_select_related = ["agent"]
-    fields = ["agent", "key_id", "x25519_public", "ed25519_public", "created_at", "revoked_at"]
+    fields = ("agent", "key_id", "x25519_public", "ed25519_public", "created_at", "revoked_at")
     readonly_fields = fields

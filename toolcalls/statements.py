@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import Model
+from django.db.models import Expression, Field, Model
 from django.db.models.sql import Query
 
 from agents.models import Agent, ApiKey
@@ -148,7 +148,12 @@ def message_with_event_insert(*, message: Message, event: Event, log_lock: int) 
 
 def _db(model: type[Model], name: str, value: Any) -> Any:
     """``value`` as a parameter for ``model.name`` on this database (a UUID is hex on SQLite)."""
-    return model._meta.get_field(name).get_db_prep_save(value, connection)
+    return _field(model, name).get_db_prep_save(value, connection)
+
+
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    """``model.name``: the statements name concrete fields (get_field may also answer a reverse relation)."""
+    return cast("Field[Any, Any]", model._meta.get_field(name))
 
 
 _converters: dict[tuple[str, tuple[Part, ...]], tuple[Any, Any, list[list[str]]]] = {}
@@ -180,8 +185,8 @@ def _compiler_and_converters(parts: tuple[Part, ...]) -> tuple[Any, Any, list[li
     found = _converters.get(key)
     if found is None:
         compiler = connection.ops.compiler("SQLCompiler")(Query(parts[0][0]), connection, connection.alias)
-        columns = [model._meta.get_field(name).get_col(f"t{i}") for i, (model, fields) in enumerate(parts)
+        columns: list[Expression] = [_field(model, name).get_col(f"t{i}") for i, (model, fields) in enumerate(parts)
                    for name in fields]
-        attnames = [[model._meta.get_field(name).attname for name in fields] for model, fields in parts]
+        attnames = [[_field(model, name).attname for name in fields] for model, fields in parts]
         found = _converters[key] = (compiler, compiler.get_converters(columns), attnames)
     return found

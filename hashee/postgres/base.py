@@ -20,6 +20,7 @@ from psycopg import pq
 
 class DatabaseWrapper(base.DatabaseWrapper):
     health_check_done: bool
+    health_check_enabled: bool  # set by Django's __init__ (CONN_HEALTH_CHECKS); the stub omits it
 
     def close_if_health_check_failed(self) -> None:
         if (self.pool or self.connection is None or not self.health_check_enabled or self.health_check_done

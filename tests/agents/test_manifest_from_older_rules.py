@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from agents.models import Agent, ManifestVersion
 from hashee_sdk.core.canonical import canonical_hash
 from hashee_sdk.core.manifest import validate_manifest
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.django_db
 def published_under_older_rules(agent: Agent) -> dict[str, Any]:
     """Store, as an older server would have, a manifest today's rules refuse (a tool name
     with a space) as the agent's current version 1."""
-    manifest = copy.deepcopy(agent.capability_manifest)
+    manifest = copy.deepcopy(manifest_of(agent))
     manifest["tools"][0]["name"] = "Read File"
     assert not validate_manifest(manifest).valid
     digest = canonical_hash(manifest)
@@ -98,5 +99,5 @@ def test_a_shell_save_of_such_an_agent_records_nothing_and_checks_nothing(agent:
     loaded.save()
 
     loaded.refresh_from_db()
-    assert loaded.name == "Renamed from the shell" and loaded.capability_manifest == stored
+    assert loaded.name == "Renamed from the shell" and manifest_of(loaded) == stored
     assert loaded.versions.count() == 1

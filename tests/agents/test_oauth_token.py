@@ -106,7 +106,7 @@ def test_each_bad_request_gets_the_oauth_error_clients_expect(agent_key: tuple[A
 
 
 def test_a_user_key_a_revoked_key_or_a_token_cannot_be_exchanged(alice: User, agent_key: tuple[ApiKey, str]) -> None:
-    hat = token_client(agent_key)._credentials["HTTP_AUTHORIZATION"].split()[1]
+    hat = token_client(agent_key)._credentials["HTTP_AUTHORIZATION"].split()[1]  # type: ignore[attr-defined]  # private, so unstubbed
     user_key = api_key_create(user=alice)[1]
     api_key_revoke(key=agent_key[0])
 

@@ -14,6 +14,7 @@ from agents.models import Agent, ManifestVersion
 from hashee.errors import HasheeError
 from hashee_sdk.core import signing
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, error_code, kid, register, rotation
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def identified(alice_api: APIClient, agent: Agent) -> Agent:
 
 def test_a_new_manifest_signed_by_the_identity_key_is_stored_as_verified(alice_api: APIClient, anon: APIClient,
                                                                          identified: Agent) -> None:
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
     signature = signing.sign_manifest(manifest, ALICE_KEY)
 
     response = patch(alice_api, identified, {"capability_manifest": manifest,
@@ -81,7 +82,7 @@ REFUSED: list[tuple[str, Any, str]] = [
 @pytest.mark.parametrize(("extra", "code"), [(e, c) for _, e, c in REFUSED], ids=[n for n, _, _ in REFUSED])
 def test_an_unsigned_or_badly_signed_manifest_is_refused_and_nothing_is_stored(
         alice_api: APIClient, identified: Agent, extra: Any, code: str) -> None:
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
 
     response = patch(alice_api, identified, {"capability_manifest": manifest, **extra(manifest)})
 
@@ -108,7 +109,7 @@ def test_changing_other_fields_needs_no_signature(alice_api: APIClient, identifi
 def test_after_a_rotation_only_the_new_key_signs(alice_api: APIClient, identified: Agent) -> None:
     alice_api.put(f"/agents/{identified.pk}/identity",
                   {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY)}, format="json")
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
 
     old = patch(alice_api, identified, {"capability_manifest": manifest,
                                         "capability_manifest_signature": signing.sign_manifest(manifest, ALICE_KEY)})
@@ -120,7 +121,7 @@ def test_after_a_rotation_only_the_new_key_signs(alice_api: APIClient, identifie
 
 
 def test_a_dry_run_needs_no_signature_yet_and_says_saving_will(alice_api: APIClient, identified: Agent) -> None:
-    response = patch(alice_api, identified, {"capability_manifest": bumped(identified.capability_manifest)},
+    response = patch(alice_api, identified, {"capability_manifest": bumped(manifest_of(identified))},
                      "?dry_run=true")
 
     assert response.status_code == 200
@@ -129,7 +130,7 @@ def test_a_dry_run_needs_no_signature_yet_and_says_saving_will(alice_api: APICli
 
 
 def test_a_dry_run_checks_a_signature_it_is_given(alice_api: APIClient, identified: Agent) -> None:
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
 
     good = patch(alice_api, identified, {"capability_manifest": manifest,
                                          "capability_manifest_signature": signing.sign_manifest(manifest, ALICE_KEY)},
@@ -142,7 +143,7 @@ def test_a_dry_run_checks_a_signature_it_is_given(alice_api: APIClient, identifi
 
 
 def test_agents_without_identity_need_no_signature(alice_api: APIClient, agent: Agent) -> None:
-    manifest = bumped(agent.capability_manifest)
+    manifest = bumped(manifest_of(agent))
 
     preview = patch(alice_api, agent, {"capability_manifest": manifest}, "?dry_run=true")
     saved = patch(alice_api, agent, {"capability_manifest": manifest})
@@ -175,7 +176,7 @@ def test_a_malformed_signature_without_an_identity_key_is_refused(alice_api: API
 
 def test_a_shell_save_of_an_unsigned_manifest_is_refused_by_the_signal_path(identified: Agent) -> None:
     agent = Agent.objects.get(pk=identified.pk)
-    agent.capability_manifest = bumped(agent.capability_manifest)
+    agent.capability_manifest = bumped(manifest_of(agent))
 
     with pytest.raises(HasheeError) as refused:
         agent.save()
@@ -187,7 +188,7 @@ def test_a_shell_save_of_an_unsigned_manifest_is_refused_by_the_signal_path(iden
 
 def test_a_signature_counts_only_for_the_manifest_it_came_with(alice: Any, identified: Agent) -> None:
     """A service call's signature rides on the instance; another manifest assigned later is unsigned."""
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
     agent, _update, _secret = services.agent_update(
         agent_id=identified.pk, actor=alice, capability_manifest=manifest,
         capability_manifest_signature=signing.sign_manifest(manifest, ALICE_KEY))
@@ -204,7 +205,7 @@ def test_the_admin_cannot_replace_an_identified_agents_manifest(operator: Any, i
 
     response = operator.post(f"/admin/agents/agent/{identified.pk}/change/", {
         "owner": identified.owner_id, "name": identified.name, "description": "", "status": "enabled",
-        "capability_manifest": json.dumps(bumped(identified.capability_manifest)), "webhook_url": "",
+        "capability_manifest": json.dumps(bumped(manifest_of(identified))), "webhook_url": "",
         "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"})
 
     # The manifest is read-only in the admin (SPEC §7): the publisher signs new versions.
@@ -216,7 +217,7 @@ def test_the_admin_shows_the_identity_key_history_and_verified_versions(operator
                                                                         identified: Agent) -> None:
     alice_api.put(f"/agents/{identified.pk}/identity",
                   {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY)}, format="json")
-    manifest = bumped(identified.capability_manifest)
+    manifest = bumped(manifest_of(identified))
     patch(alice_api, identified, {"capability_manifest": manifest,
                                   "capability_manifest_signature": signing.sign_manifest(manifest, NEW_KEY)})
 

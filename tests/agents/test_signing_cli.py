@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent
 from tests.agents.test_commands import run
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def test_keygen_sign_verify_then_patch_is_a_verified_publisher(tmp_path: Path, a
     generated = json.loads(run("manifest", "keygen", str(key)))["data"]
     assert alice_api.put(f"/agents/{agent.pk}/identity", {"jwk": generated["jwk"]},
                          format="json").json()["kid"] == generated["kid"]
-    manifest: dict[str, Any] = copy.deepcopy(agent.capability_manifest)
+    manifest: dict[str, Any] = copy.deepcopy(manifest_of(agent))
     manifest["agent_version"] = "1.1.0"
     manifest_file = tmp_path / "manifest.json"
     manifest_file.write_text(json.dumps(manifest, indent=2))

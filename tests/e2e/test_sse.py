@@ -43,12 +43,14 @@ PURGE = ("from django.utils import timezone; from eventlog import services as ev
 
 def _purge_here(upto: int) -> int:
     """PURGE, in this process: the test shares the workers' database."""
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from eventlog import services as events
     from eventlog.models import Event
 
-    Event.objects.filter(id__lte=upto).update(created_at=timezone.now() - timezone.timedelta(days=90))
+    Event.objects.filter(id__lte=upto).update(created_at=timezone.now() - timedelta(days=90))
     return events.events_purge()
 
 

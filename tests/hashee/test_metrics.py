@@ -17,6 +17,7 @@ from eventlog.webhooks import webhook_deliver_due, webhook_enqueue
 from hashee.checks import check_metrics_token
 from relations import services as relation_services
 from relations.models import Relation
+from tests.changes import manifest_of
 
 
 def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -78,7 +79,7 @@ def test_requests_are_counted_by_route_name_never_by_path(agent: Agent, alice: A
 def test_a_manifest_patch_and_a_tool_call_move_their_counters(agent: Agent, relation: Relation,
                                                               alice_api: APIClient, agent_api: APIClient) -> None:
     before = scrape(Client())
-    new = copy.deepcopy(agent.capability_manifest)
+    new = copy.deepcopy(manifest_of(agent))
     new["permission_scopes"][0]["sensitivity"] = "high"
     assert alice_api.patch(f"/agents/{agent.pk}", {"capability_manifest": new}, format="json").status_code == 200
     call = {"msg_subtype": "artifact_tool_call", "content_type": "artifact", "payload": {"c": "x"}}

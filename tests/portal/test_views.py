@@ -25,7 +25,7 @@ from relations import services as relation_services
 from relations.models import Relation
 from relations.selectors import relation_states
 from relations.state import RelationState
-from tests.changes import breaking
+from tests.changes import breaking, manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +163,7 @@ def test_a_save_against_a_version_someone_else_replaced_is_refused(
         "capability_manifest": text, "expected_version": 1, "previewed_hash": preview_hash, "action": "save"})
     assert response.status_code == 200
     agent.refresh_from_db()
-    assert agent.capability_manifest_version == 2 and agent.capability_manifest["agent_version"] == "1.0.1"
+    assert agent.capability_manifest_version == 2 and manifest_of(agent)["agent_version"] == "1.0.1"
 
 
 def test_creating_an_agent_with_an_invalid_manifest_creates_nothing(alice: User, manifest: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from agents import services as agent_services
 from agents.models import Agent
 from relations.models import Relation
-from tests.changes import breaking
+from tests.changes import breaking, manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def test_a_new_relation_acknowledges_the_current_hash(bob_api: APIClient, agent:
 def test_a_reconsent_records_the_hash_of_the_version_it_acknowledges(bob_api: APIClient, agent: Agent,
                                                                      relation: Relation) -> None:
     agent, _, _ = agent_services.agent_update(agent_id=agent.pk, actor=agent.owner,
-                                              capability_manifest=breaking(agent.capability_manifest))
+                                              capability_manifest=breaking(manifest_of(agent)))
 
     response = reconsent(bob_api, relation, acknowledged_manifest_version=2,
                          acknowledged_manifest_hash=agent.capability_manifest_hash)
@@ -58,7 +58,7 @@ def test_a_hash_that_is_not_the_acknowledged_versions_is_a_version_conflict(bob_
                                                                            relation: Relation, fields: Any) -> None:
     old = agent.capability_manifest_hash
     agent, _, _ = agent_services.agent_update(agent_id=agent.pk, actor=agent.owner,
-                                              capability_manifest=breaking(agent.capability_manifest))
+                                              capability_manifest=breaking(manifest_of(agent)))
 
     response = reconsent(bob_api, relation, **fields(old, agent.capability_manifest_hash))
 
@@ -70,7 +70,7 @@ def test_a_hash_that_is_not_the_acknowledged_versions_is_a_version_conflict(bob_
 
 def test_the_migration_backfills_the_hash_of_each_acknowledged_version(agent: Agent, relation: Relation) -> None:
     first = agent.capability_manifest_hash
-    changed = copy.deepcopy(agent.capability_manifest)
+    changed = copy.deepcopy(manifest_of(agent))
     changed["agent_version"] = "1.0.1"
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner, capability_manifest=changed)
     Relation.objects.update(acknowledged_manifest_hash="")

@@ -10,7 +10,7 @@ from agents import services as agent_services
 from agents.models import Agent
 from eventlog.models import Event
 from relations.models import Relation
-from tests.changes import breaking
+from tests.changes import breaking, manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -50,7 +50,7 @@ def test_an_operator_cannot_delete_a_relation(operator: Client, relation: Relati
 
 def test_a_relation_awaiting_re_consent_reads_as_such(operator: Client, relation: Relation, agent: Agent) -> None:
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner,
-                                capability_manifest=breaking(agent.capability_manifest))
+                                capability_manifest=breaking(manifest_of(agent)))
 
     listing = operator.get(LIST).content.decode()
     change = operator.get(f"{LIST}{relation.pk}/change/").content.decode()

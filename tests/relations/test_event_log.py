@@ -18,12 +18,13 @@ from eventlog import selectors
 from eventlog import services as events
 from eventlog.models import Event
 from relations import services as relation_services
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db
 
 
 def breaking_manifest(agent: Agent) -> dict[str, Any]:
-    manifest = copy.deepcopy(agent.capability_manifest)
+    manifest = copy.deepcopy(manifest_of(agent))
     manifest["permission_scopes"][0]["sensitivity"] = "high"
     return manifest
 
@@ -90,7 +91,7 @@ def test_bob_sees_only_events_of_his_relations_while_they_were_live(bob: Any, ag
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner, capability_manifest=breaking_manifest(agent))
     agent.refresh_from_db()
     relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[])
-    manifest = copy.deepcopy(agent.capability_manifest)
+    manifest = copy.deepcopy(manifest_of(agent))
     manifest["agent_version"] = "1.0.1"
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner, capability_manifest=manifest)
     relation_services.relation_revoke(relation=relation)

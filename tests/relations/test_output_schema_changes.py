@@ -13,6 +13,7 @@ from agents.models import Agent, ManifestVersion
 from eventlog.models import Event
 from hashee_sdk.core.canonical import canonical_hash
 from relations.models import Relation
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +41,7 @@ def patch(api: APIClient, agent: Agent, manifest: dict[str, Any], version: int) 
 ], ids=["added", "changed", "removed"])
 def test_a_patch_that_only_changes_an_output_schema_is_stored_without_asking_bob_again(
         alice_api: APIClient, bob_api: APIClient, agent: Agent, relation: Relation, steps: list[dict[str, Any] | None]) -> None:
-    manifest, before = agent.capability_manifest, Event.objects.latest("id").pk
+    manifest, before = manifest_of(agent), Event.objects.latest("id").pk
     for version, schema in enumerate(steps, start=1):
         manifest = with_output_schema(manifest, schema)
         response = patch(alice_api, agent, manifest, version)
@@ -61,7 +62,7 @@ def test_a_patch_that_only_changes_an_output_schema_is_stored_without_asking_bob
 
 
 def test_a_patch_with_an_output_schema_that_is_not_an_object_is_refused(alice_api: APIClient, agent: Agent) -> None:
-    response = patch(alice_api, agent, with_output_schema(agent.capability_manifest, {"type": "string"}), 1)
+    response = patch(alice_api, agent, with_output_schema(manifest_of(agent), {"type": "string"}), 1)
 
     assert response.status_code == 400, response.content
     error = response.json()["error"]

@@ -19,6 +19,7 @@ from agents.apikey_services import api_key_create
 from agents.models import Agent
 from hashee.asgi import application
 from relations import services as relation_services
+from tests.changes import manifest_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +44,7 @@ async def frames_until(communicator: WebsocketCommunicator, wanted: str, timeout
 
 
 def breaking(agent: Agent) -> Any:
-    manifest = copy.deepcopy(agent.capability_manifest)
+    manifest = copy.deepcopy(manifest_of(agent))
     manifest["permission_scopes"][0]["sensitivity"] = "high"
     return agent_services.agent_update(agent_id=agent.pk, actor=agent.owner, capability_manifest=manifest)[1]
 
@@ -95,7 +96,7 @@ def test_replay_from_since_then_live_with_no_duplicate(world: dict[str, Any]) ->
         again = await connect(f"/ws/events?token={world['bob_key']}&since={last_id}")
         assert await again.receive_nothing(timeout=0.5)
         agent = await database_sync_to_async(Agent.objects.get)(pk=world["agent"].pk)
-        manifest = copy.deepcopy(agent.capability_manifest)
+        manifest = copy.deepcopy(manifest_of(agent))
         manifest["agent_version"] = "1.0.1"
         await database_sync_to_async(agent_services.agent_update)(agent_id=agent.pk, actor=None,
                                                                   capability_manifest=manifest)

@@ -35,10 +35,10 @@ def test_the_database_filter_and_derive_state_agree_on_every_status(alice: Any, 
     everything = Relation.objects.all()
     states = relation_states(everything)
 
-    by_status = {status: {r.pk for r in everything if states[r.pk].status == status} for status in Relation.Status.values}
+    by_status = {status: {r.pk for r in everything if states[r.pk].status == status} for status in Relation.Status}
 
-    assert {status: set(with_status(everything, Relation.Status(status)).values_list("pk", flat=True))
-            for status in Relation.Status.values} == by_status
+    assert {status: set(with_status(everything, status).values_list("pk", flat=True))
+            for status in Relation.Status} == by_status
     assert before_break.pk in by_status[Relation.Status.REAUTH_REQUIRED]
     assert after_break.pk in by_status[Relation.Status.ACTIVE] and revoked.pk in by_status[Relation.Status.REVOKED]
     assert len(by_status[Relation.Status.REAUTH_REQUIRED]) == 2

@@ -165,4 +165,4 @@ def test_a_result_that_breaks_the_output_schema_never_reaches_the_agent_on_the_r
 def _first_call_payload() -> Any:
     from toolcalls.models import Message
 
-    return Message.objects.filter(msg_subtype="artifact_tool_call").order_by("seq").first().payload
+    return Message.objects.filter(msg_subtype="artifact_tool_call").order_by("seq")[0].payload

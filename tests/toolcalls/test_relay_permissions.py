@@ -48,7 +48,7 @@ def fresh_rate_limits(settings: Any) -> None:
 ])
 def test_a_permission_of_the_view_refuses_every_kind_of_send_alike(
         agent_api: APIClient, bob_api: APIClient, relation: Relation, monkeypatch: pytest.MonkeyPatch,
-        sender: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+        sender: str, body: dict[str, Any], headers: dict[str, Any]) -> None:
     monkeypatch.setattr(MessageListCreateView, "permission_classes", [IsAuthenticated, OperatorsHold])
     api = agent_api if sender == "agent" else bob_api
 
