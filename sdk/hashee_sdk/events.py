@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -30,7 +31,20 @@ CursorCallback = Callable[[int], Any]
 MAX_FRAME_BYTES = 2 * 1024 * 1024
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 REFUSED_STATUSES = (401, 403)
+TOKEN_IN_QUERY = re.compile(r"token=[^&\s]*")
 CLOSE_UNAUTHENTICATED = 4401  # the server's close when a socket's credential ends
+
+
+class _SocketLog(logging.LoggerAdapter[logging.Logger]):
+    """The log websockets writes for our sockets (``hashee_sdk.websockets``): the request
+    line it logs at DEBUG carries ``?token=``, masked before any handler sees it."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        super().log(level, msg, *(TOKEN_IN_QUERY.sub("token=<hidden>", a) if isinstance(a, str) else a
+                                  for a in args), **kwargs)
+
+
+SOCKET_LOG = _SocketLog(logging.getLogger("hashee_sdk.websockets"))
 
 
 def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> str:
@@ -63,7 +77,8 @@ async def listen(base_url: str, path: str, *, token: str | Credential, on_frame:
         try:
             secret = await (credential.token() if stale is None else credential.renew(stale))
             stale = None
-            async with connect(socket_url(base_url, path, token=secret, since=last), max_size=MAX_FRAME_BYTES) as ws:
+            async with connect(socket_url(base_url, path, token=secret, since=last), max_size=MAX_FRAME_BYTES,
+                               logger=SOCKET_LOG) as ws:
                 failures, renewed = 0, False
                 if connected is not None:
                     connected.set()

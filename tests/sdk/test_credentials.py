@@ -4,6 +4,7 @@ it at 80 % of its lifetime or when the server refuses it, and never shows it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from hashee_sdk import AccessToken, AgentKeyExchange, HttpxTransport, TokenExchangeRefused, TokenSource
 from hashee_sdk.errors import TransportFailed
+from hashee_sdk.events import SOCKET_LOG
 from hashee_sdk.rest import call_api
 
 
@@ -148,3 +150,26 @@ def test_a_plain_key_is_sent_as_is_and_never_renewed() -> None:
         asyncio.run(call_api(HttpxTransport("http://hashee.test", "hak_secret", http=httpx.MockTransport(server)),
                              "GET", "/events"))
     assert sent == ["Bearer hak_secret"]
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_the_socket_request_line_is_logged_without_its_token() -> None:
+    # On the SDK's own logger, before any handler of the process (the server's redact too) runs.
+    logger, lines = logging.getLogger("hashee_sdk.websockets"), Lines()
+    logger.addHandler(lines)
+    logger.setLevel(logging.DEBUG)
+    try:
+        SOCKET_LOG.debug("> GET %s HTTP/1.1", "/ws/agent?token=hat_secret&since=3")  # as websockets logs it
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(logging.NOTSET)
+
+    assert lines.lines == ["> GET /ws/agent?token=<hidden>&since=3 HTTP/1.1"]
