@@ -123,7 +123,7 @@ class OAuthTokenView(APIView):
                     "agent within its scopes until it expires (expires_in ≤ 600 s) or the key is revoked. Scopes: "
                     "messages:write (POST messages), messages:read (GET messages), events:read (GET /events, "
                     "ws /ws/agent), tools:read (GET …/tools); messages:read or messages:write also read the "
-                    "relation's public keys. Anything else is 403 FORBIDDEN to a token. No client "
+                    "relation's public keys; any token reads its agent (GET /agents/{id}, …/identity). Anything else is 403 FORBIDDEN to a token. No client "
                     "authentication. Errors here are OAuth's, not the API's shape.",
     )
     def post(self, request: Request) -> Response:

@@ -37,6 +37,10 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("events", "GET"): frozenset({"events:read"}),
     ("events-stream", "GET"): frozenset({"events:read"}),
     ("relation-tools", "GET"): frozenset({"tools:read"}),
+    # The agent's published manifest and identity, public to anyone: a runtime holding only a
+    # token checks that its manifest is the published one before every call (SPEC §9.3).
+    ("agent", "GET"): frozenset(SCOPES),
+    ("agent-identity", "GET"): frozenset(SCOPES),
 }
 SOCKET_SCOPE: Final = "events:read"  # ws /ws/agent
 

@@ -38,9 +38,16 @@ The ``async with`` forms, with tools declared from type hints and keys kept on d
     async with Agent(url, "hak_…", agent_id=AGENT_ID, keystore=KeyStore("~/.hashee/agent")) as agent:
         result = await agent.call_tool(relation_id, "read_note", {"title": "groceries"})  # NotListening if offline
 
+A tool runtime that must not hold the agent key uses short-lived ``hat_`` tokens (SPEC
+§10.3), renewed at 80 % of their lifetime and when refused, for REST and the socket::
+
+    await publish_runtime_key(url, "hak_…", agent_id=AGENT_ID, keystore=store)   # once, with the key
+    tokens = TokenSource.exchanging(url, "hak_…")     # POST /oauth/token; or TokenSource(ask_parent)
+    async with Agent(url, tokens, agent_id=AGENT_ID, keystore=store) as agent: ...
+
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
 ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ResultInvalid (a result that breaks
-the tool's output_schema), ApiError, and the EnvelopeError family for refused envelopes.
+the tool's output_schema), TokenExchangeRefused (a revoked key ends renewal), ApiError, and the EnvelopeError family for refused envelopes.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from hashee_sdk.agent import AgentRuntime, ToolResult
 from hashee_sdk.audit import AuditEntry, AuditLog
 from hashee_sdk.client import PromptRequest, UserClient
 from hashee_sdk.contract import CompiledManifest, Decision, compile_manifest, decide
+from hashee_sdk.credentials import AccessToken, AgentKeyExchange, Credential, TokenSource
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from hashee_sdk.errors import (
@@ -67,6 +75,7 @@ from hashee_sdk.errors import (
     RateLimited,
     ResultInvalid,
     SdkError,
+    TokenExchangeRefused,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
@@ -79,20 +88,21 @@ from hashee_sdk.keys import KeyDirectory, RelationKeys
 from hashee_sdk.keystore import KeyStore, KeyStoreError
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
-from hashee_sdk.runtime import Agent, Device, NotListening
+from hashee_sdk.runtime import Agent, Device, NotListening, publish_runtime_key
 from hashee_sdk.store import LocalStore
 from hashee_sdk.tools import ManifestInvalid, Tool, manifest_from_tools, tool
 from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 from hashee_sdk.views import RelationView
 
 __all__ = [
-    "Agent", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry", "AuditLog", "BadSignature",
-    "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Decision", "DecryptionFailed", "Device",
-    "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory", "KeyPair", "KeyPins", "KeyStore",
-    "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid", "ManifestNotPublished",
-    "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening", "OpenedCopy", "PolicySubject",
-    "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys", "RelationView", "ResultInvalid", "SdkError",
-    "SensitivityPolicy", "Tool", "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport",
-    "UnknownSender", "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient",
-    "compile_manifest", "decide", "manifest_from_tools", "open_copy", "seal", "tool",
+    "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry",
+    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Credential",
+    "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
+    "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
+    "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",
+    "OpenedCopy", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys",
+    "RelationView", "ResultInvalid", "SdkError", "SensitivityPolicy", "TokenExchangeRefused", "TokenSource", "Tool",
+    "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
+    "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "compile_manifest",
+    "decide", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",
 ]

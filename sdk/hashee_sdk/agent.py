@@ -36,6 +36,7 @@ from hashee_sdk.contract import CompiledTool
 from hashee_sdk.core import signing
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
 from hashee_sdk.core.event_types import EventType
+from hashee_sdk.credentials import Credential
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import Recipient
 from hashee_sdk.errors import (
@@ -145,14 +146,17 @@ class AgentRuntime(FrameConsumer):
     def pending_calls(self) -> int:
         return len(self._pending)
 
-    async def register_key(self, *, identity_signature: str | None = None) -> dict[str, Any]:
+    async def register_key(self, *, identity_signature: str | None = None,
+                           transport: Transport | None = None) -> dict[str, Any]:
         """Publish this runtime's public keys (``POST /agents/{id}/keys``), vouched for by
-        the agent's identity when it has one (``identity_signature``, or ``identity_key``)."""
+        the agent's identity when it has one (``identity_signature``, or ``identity_key``).
+        ``transport``: one with the agent key, when this runtime's own sends short-lived
+        tokens (a token may not publish keys)."""
         if identity_signature is None and self.identity_key is not None:
             identity_signature = statements.sign_runtime_key(self.identity_key, agent_id=self.agent_id,
                                                              key_id=self.keys.key_id)
-        return await self.keydir.register_agent_key(self.agent_id, self.keys.public,
-                                                    identity_signature=identity_signature)
+        keydir = self.keydir if transport is None else KeyDirectory(transport)
+        return await keydir.register_agent_key(self.agent_id, self.keys.public, identity_signature=identity_signature)
 
     async def safety_number(self, relation_id: str) -> str | None:
         """The relation's safety number as this side sees it (the agent's identity and the
@@ -279,9 +283,10 @@ class AgentRuntime(FrameConsumer):
         if isinstance(payload, dict):
             await self.handle_frame({"type": payload.get("type"), "data": payload.get("data")})
 
-    async def listen(self, base_url: str, token: str, *, since: int | None = None,
+    async def listen(self, base_url: str, token: str | Credential, *, since: int | None = None,
                      connected: asyncio.Event | None = None) -> None:
-        """Serve ``/ws/agent`` until cancelled, from ``since`` (default: where the last run stopped)."""
+        """Serve ``/ws/agent`` until cancelled, from ``since`` (default: where the last run stopped).
+        ``token``: the agent key, or a credential whose short-lived tokens are renewed."""
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
                      since=since if since is not None else self.store.cursor(CURSOR),
                      on_cursor=lambda last: self.store.set_cursor(CURSOR, last))

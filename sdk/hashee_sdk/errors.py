@@ -88,6 +88,18 @@ class SocketRefused(SdkError):
     """The server refused the socket (bad or revoked token)."""
 
 
+class TokenExchangeRefused(SdkError):
+    """``POST /oauth/token`` refused the agent key (RFC 6749 §5.2 ``error``): with
+    ``invalid_grant`` the key is revoked or not an agent key, so no token can be renewed."""
+
+    def __init__(self, status: int, error: str, description: str) -> None:
+        hint = ": the agent key is revoked or not an agent key; renewal stopped" if error == "invalid_grant" else ""
+        super().__init__(f"token exchange refused ({status} {error}){hint}. {description}".rstrip(". ") + ".")
+        self.status = status
+        self.error = error
+        self.description = description
+
+
 class ApiError(SdkError):
     """The server answered with the SPEC §2 error shape."""
 

@@ -13,14 +13,16 @@ import asyncio
 import json
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosedError, InvalidStatus, WebSocketException
 
-from hashee_sdk.errors import SocketRefused
+from hashee_sdk.credentials import Credential, credential_of
+from hashee_sdk.errors import SocketRefused, TransportFailed
 from hashee_sdk.rest import Transport, poll_events
 
 logger = logging.getLogger(__name__)
@@ -29,6 +31,20 @@ CursorCallback = Callable[[int], Any]
 MAX_FRAME_BYTES = 2 * 1024 * 1024
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 REFUSED_STATUSES = (401, 403)
+TOKEN_IN_QUERY = re.compile(r"token=[^&\s]*")
+CLOSE_UNAUTHENTICATED = 4401  # the server's close when a socket's credential ends
+
+
+class _SocketLog(logging.LoggerAdapter[logging.Logger]):
+    """The log websockets writes for our sockets (``hashee_sdk.websockets``): the request
+    line it logs at DEBUG carries ``?token=``, masked before any handler sees it."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        super().log(level, msg, *(TOKEN_IN_QUERY.sub("token=<hidden>", a) if isinstance(a, str) else a
+                                  for a in args), **kwargs)
+
+
+SOCKET_LOG = _SocketLog(logging.getLogger("hashee_sdk.websockets"))
 
 
 def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> str:
@@ -39,17 +55,31 @@ def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> st
     return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, urlencode(query), ""))
 
 
-async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler, since: int | None = None,
-                 connected: asyncio.Event | None = None, on_cursor: CursorCallback | None = None) -> None:
+async def listen(base_url: str, path: str, *, token: str | Credential, on_frame: FrameHandler,
+                 since: int | None = None, connected: asyncio.Event | None = None,
+                 on_cursor: CursorCallback | None = None) -> None:
     """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
     Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake.
-    ``connected`` is set while a socket is open, cleared when it drops."""
+    ``connected`` is set while a socket is open, cleared when it drops.
+
+    ``token`` may be a renewable credential (:class:`~hashee_sdk.credentials.TokenSource`):
+    the server closes a token's socket when the token expires (4401), and the listener then
+    reconnects at once with a fresh one, resuming from its cursor (``connected`` stays set:
+    no answer is lost, it arrives on the next socket). A refused handshake renews once
+    before giving up; a key that can no longer be exchanged raises TokenExchangeRefused."""
+    credential = credential_of(token)
     last = since
     failures = 0
+    renewed = False  # the last handshake used a token renewed after a refusal
+    stale: str | None = None  # a token the server refused: renew it before connecting
+    secret = ""
     while True:
         try:
-            async with connect(socket_url(base_url, path, token=token, since=last), max_size=MAX_FRAME_BYTES) as ws:
-                failures = 0
+            secret = await (credential.token() if stale is None else credential.renew(stale))
+            stale = None
+            async with connect(socket_url(base_url, path, token=secret, since=last), max_size=MAX_FRAME_BYTES,
+                               logger=SOCKET_LOG) as ws:
+                failures, renewed = 0, False
                 if connected is not None:
                     connected.set()
                 async for text in ws:
@@ -60,10 +90,20 @@ async def listen(base_url: str, path: str, *, token: str, on_frame: FrameHandler
                         if on_cursor is not None:
                             on_cursor(last)
         except InvalidStatus as exc:
-            if exc.response.status_code in REFUSED_STATUSES:
+            if exc.response.status_code not in REFUSED_STATUSES:
+                logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)
+            elif credential.renewable and not renewed:
+                renewed, stale = True, secret
+                continue
+            else:
                 raise SocketRefused(f"{path}: HTTP {exc.response.status_code}") from None
-            logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)
-        except (OSError, WebSocketException) as exc:
+        except ConnectionClosedError as exc:
+            if exc.rcvd is not None and exc.rcvd.code == CLOSE_UNAUTHENTICATED and credential.renewable:
+                logger.info("socket %s: its token ended; reconnecting at once with a fresh one", path)
+                stale = secret
+                continue
+            logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
+        except (OSError, WebSocketException, TransportFailed) as exc:
             logger.warning("socket %s dropped (%s); reconnecting", path, type(exc).__name__)
         if connected is not None:
             connected.clear()

@@ -41,6 +41,7 @@ from hashee_sdk import contract
 from hashee_sdk.agent import CURSOR, AgentRuntime, ToolResult
 from hashee_sdk.agent_tools import AgentToolList
 from hashee_sdk.core.event_types import EventType
+from hashee_sdk.credentials import Credential
 from hashee_sdk.errors import (
     ApiError,
     ArgumentsInvalid,
@@ -187,7 +188,8 @@ class McpBridge(FrameConsumer):
             if frame.get("type") in LIST_EVENTS:
                 await self.refresh()
 
-    async def listen(self, base_url: str, token: str, *, connected: asyncio.Event | None = None) -> None:
+    async def listen(self, base_url: str, token: str | Credential, *,
+                     connected: asyncio.Event | None = None) -> None:
         """Serve ``/ws/agent`` for the runtime and the list until cancelled, resumed where the
         runtime's store stopped."""
         store = self.runtime.store

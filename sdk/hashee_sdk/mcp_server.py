@@ -5,7 +5,9 @@
     … python -m hashee_sdk.mcp_server --relation REL_ID --manifest manifest.json --http --port 8765
 
 Secrets come from the environment only (a command line is visible to every local user):
-``HASHEE_AGENT_KEY`` (the agent's ``hak_`` key). ``--manifest`` (``HASHEE_MANIFEST``) is
+``HASHEE_AGENT_KEY`` (the agent's ``hak_`` key). The key goes only to ``POST /oauth/token``
+and to publishing the runtime's key: every other request and the socket carry a short-lived
+``hat_`` token (SPEC §10.3), renewed before it expires. ``--manifest`` (``HASHEE_MANIFEST``) is
 the file the publisher publishes; it is read again when the agent's manifest changes.
 ``--state-dir`` (``HASHEE_STATE_DIR``) keeps the runtime's key pair (mode 0600), its pins and
 its event cursor; ``--identity-key`` (``HASHEE_IDENTITY_KEY``) names the agent's private
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hashee_sdk.agent import AgentRuntime
+from hashee_sdk.credentials import TokenSource
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.errors import SdkError
 from hashee_sdk.mcp_bridge import McpBridge
@@ -76,7 +79,8 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    token = os.environ["HASHEE_AGENT_KEY"]
+    agent_key = os.environ["HASHEE_AGENT_KEY"]
+    token = TokenSource.exchanging(args.url, agent_key)
     transport = HttpxTransport(args.url, token)
     args.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     runtime = AgentRuntime(transport=transport, agent_id=args.agent_id, keys=runtime_keys(args.state_dir),
@@ -87,7 +91,11 @@ async def serve(args: argparse.Namespace) -> None:
     connected = asyncio.Event()
     listener = asyncio.create_task(bridge.listen(args.url, token, connected=connected))
     try:
-        await runtime.register_key()
+        keyed = HttpxTransport(args.url, agent_key)
+        try:
+            await runtime.register_key(transport=keyed)
+        finally:
+            await keyed.aclose()
         await asyncio.wait_for(connected.wait(), CONNECT_TIMEOUT_S)  # no change goes unseen once serving
         if args.http:
             await bridge.serve_http(host=args.host, port=args.port)

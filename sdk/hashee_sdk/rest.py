@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import httpx
 
 from hashee_sdk import wire
+from hashee_sdk.credentials import Credential, credential_of
 from hashee_sdk.errors import ApiError, RateLimited, SdkError, TransportFailed
 
 SEND_ATTEMPTS = 3
@@ -33,18 +34,30 @@ class Transport(Protocol):
 
 
 class HttpxTransport:
-    """The default transport: httpx against ``base_url`` with ``Authorization: Bearer``."""
+    """The default transport: httpx against ``base_url`` with ``Authorization: Bearer``.
+    ``token`` is a key, or a :class:`~hashee_sdk.credentials.Credential` such as a
+    :class:`~hashee_sdk.credentials.TokenSource`: a 401 then renews its token and the request
+    is sent once more (a 401 did nothing on the server, so the repeat is safe)."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 15.0,
+    def __init__(self, base_url: str, token: str | Credential, *, timeout_s: float = 15.0,
                  http: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s, transport=http,
-                                         headers={"Authorization": f"Bearer {token}"})
+        self.credential = credential_of(token)
+        self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout_s, transport=http)
 
     async def request(self, method: str, path: str, *, json: Any = None,
                       headers: Mapping[str, str] | None = None) -> HttpResponse:
+        secret = await self.credential.token()
+        response = await self._send(method, path, json, headers, secret)
+        if response.status == 401 and self.credential.renewable:
+            response = await self._send(method, path, json, headers, await self.credential.renew(secret))
+        return response
+
+    async def _send(self, method: str, path: str, json: Any, headers: Mapping[str, str] | None,
+                    secret: str) -> HttpResponse:
         try:
-            response = await self._client.request(method, path, json=json, headers=dict(headers or {}))
+            response = await self._client.request(method, path, json=json,
+                                                  headers={**(headers or {}), "Authorization": f"Bearer {secret}"})
         except httpx.HTTPError as exc:
             raise TransportFailed(f"{method} {path}: {type(exc).__name__}") from None
         return HttpResponse(response.status_code, _json_body(response),

@@ -2,7 +2,7 @@
 
 :class:`Agent` wraps :class:`~hashee_sdk.AgentRuntime`: on entry it takes its key pair from a
 :class:`~hashee_sdk.KeyStore` (made on first use), fetches the published manifest unless
-given one, publishes its key, and starts listening on ``/ws/agent`` from the cursor kept in
+given one, publishes its key (when given the agent key, not short-lived tokens), and starts listening on ``/ws/agent`` from the cursor kept in
 the key store's state (so a restart resumes where the last run stopped); on exit it stops
 the listener and closes the state. ``call_tool`` refuses at once with :class:`NotListening`
 while no socket is connected, since no answer could reach it (the call would only time out).
@@ -19,9 +19,14 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
+import httpx
+
+from hashee_sdk import statements
 from hashee_sdk.agent import AgentRuntime, ToolResult
 from hashee_sdk.client import PromptCallback, UserClient
+from hashee_sdk.credentials import Credential
 from hashee_sdk.errors import SdkError
+from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.keystore import KeyStore
 from hashee_sdk.rest import HttpxTransport, Transport, call_api
 from hashee_sdk.tools import Tool, handlers
@@ -66,9 +71,12 @@ class _Listener:
 
 class Agent:
     """An agent runtime for ``async with``. ``url`` is the server, ``agent_key`` its ``hak_``
-    key; ``manifest`` defaults to the one the agent publishes."""
+    key or a credential of short-lived tokens (:class:`~hashee_sdk.TokenSource`), which the
+    transport and the listener renew; ``manifest`` defaults to the one the agent publishes.
+    A token may not publish the runtime's key: with one, publish it first with the key
+    (:func:`publish_runtime_key`, e.g. in the parent process that hands out the tokens)."""
 
-    def __init__(self, url: str, agent_key: str, *, agent_id: str, keystore: KeyStore,
+    def __init__(self, url: str, agent_key: str | Credential, *, agent_id: str, keystore: KeyStore,
                  manifest: Mapping[str, Any] | None = None, transport: Transport | None = None,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, **options: Any) -> None:
         self.url, self._key, self.agent_id, self.keystore = url, agent_key, str(agent_id), keystore
@@ -93,7 +101,8 @@ class Agent:
                                      keys=self.keystore.key_pair("agent"), store=self.keystore.local_store(),
                                      **self.options)
         try:
-            await self._runtime.register_key()
+            if isinstance(self._key, str):
+                await self._runtime.register_key()
             await self.listener.start(lambda **kw: self.runtime.listen(self.url, self._key, **kw),
                                       self.connect_timeout_s)
         except BaseException:
@@ -110,6 +119,23 @@ class Agent:
         """:meth:`AgentRuntime.call_tool`; raises NotListening at once when no socket is connected."""
         self.listener.check()
         return await self.runtime.call_tool(relation_id, name, arguments, **options)
+
+
+async def publish_runtime_key(url: str, agent_key: str, *, agent_id: str, keystore: KeyStore,
+                              identity_key: Mapping[str, str] | None = None,
+                              http: httpx.AsyncBaseTransport | None = None) -> dict[str, Any]:
+    """Publish the key store's runtime key pair with the agent key: the one step an
+    :class:`Agent` holding only a token cannot take (so a stolen token cannot publish a key
+    the users' devices would trust). ``identity_key`` signs it for an identified agent."""
+    transport = HttpxTransport(url, agent_key, http=http)
+    try:
+        keys = keystore.key_pair("agent")
+        signature = (statements.sign_runtime_key(identity_key, agent_id=str(agent_id), key_id=keys.key_id)
+                     if identity_key is not None else None)
+        return await KeyDirectory(transport).register_agent_key(str(agent_id), keys.public,
+                                                                identity_signature=signature)
+    finally:
+        await transport.aclose()
 
 
 class Device:

@@ -143,6 +143,9 @@ def test_each_scope_opens_its_routes_and_nothing_else(agent: Agent, agent_key: t
     assert reader.get(messages).status_code == 200 and listener.get("/events").status_code == 200
     assert tool_reader.get(tools).status_code == 200
     assert writer.get(f"/h2a/relations/{relation.pk}/keys").status_code == 200
+    # Every token reads its agent's published manifest and identity: a runtime checks it before calling.
+    assert listener.get(f"/agents/{agent.pk}").json()["capability_manifest_hash"] == agent.capability_manifest_hash
+    assert tool_reader.get(f"/agents/{agent.pk}/identity").status_code == 404  # DemoBot has no identity key
     refused = [writer.get(messages), reader.post(messages, MESSAGE, format="json"), listener.get(tools),
                tool_reader.get("/events"), reader.get("/events")]
     assert [r.status_code for r in refused] == [403] * 5
@@ -158,7 +161,6 @@ def test_a_token_with_every_scope_still_cannot_do_what_only_the_key_may(agent: A
     attempts = {
         "publish runtime keys": token.post(f"/agents/{agent.pk}/keys", public_keys, format="json"),
         "list runtime keys": token.get(f"/agents/{agent.pk}/keys"),
-        "read the agent": token.get(f"/agents/{agent.pk}"),
         "discover agents": token.get("/agents"),
         "exchange again with a bearer": token.post("/oauth/token"),
     }
