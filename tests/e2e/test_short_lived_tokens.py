@@ -41,7 +41,9 @@ def read_note(title: str) -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with sqlite_demo_server(tmp_path_factory.mktemp("tokens"), HASHEE_ACCESS_TOKEN_SECONDS=str(TOKEN_SECONDS)) as live:
+    # The runtime calls as fast as it can across several token lifetimes: not a rate-limit test.
+    with sqlite_demo_server(tmp_path_factory.mktemp("tokens"), HASHEE_ACCESS_TOKEN_SECONDS=str(TOKEN_SECONDS),
+                            HASHEE_TOOL_CALLS_PER_MINUTE="1000") as live:
         yield live
 
 
