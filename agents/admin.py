@@ -22,8 +22,9 @@ from eventlog.webhooks import webhook_url_check
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import PRESET_SCOPES
+from hashee_sdk.core.manifest_rules import SENSITIVITY_LEVELS
 
-LEVELS = ("low", "medium", "high")
+LEVELS = SENSITIVITY_LEVELS
 
 
 def pretty_json(value: Any) -> str:

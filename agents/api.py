@@ -28,14 +28,13 @@ from agents.serializers import (
     VersionSummaryOutput,
     WebhookSecretOutput,
 )
-from hashee.api import LEVELS, POSITIVE_INTEGER, IsUser, Pagination, json_body, validated
+from hashee.api import ERROR, LEVELS, POSITIVE_INTEGER, IsUser, Pagination, int_param, json_body, validated
 from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 from hashee_sdk.core.agentcard import build_agent_card, sign_agent_card
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import CAPABILITY_FLAGS, manifest_json_schema, validate_manifest
 
-ERROR = OpenApiResponse(description="Error: `{\"error\": {\"code\", \"message\", \"details\"}}`")
 # A bare manifest sent as the body is the usual mistake behind unknown fields (SPEC §5.1).
 WRAP_MANIFEST = 'A manifest goes inside "capability_manifest": {"name": ..., "capability_manifest": {...}}.'
 _IF_MATCH = re.compile(r'^\s*(?:W/)?"?(\d+)"?\s*$')
@@ -197,7 +196,7 @@ class ManifestDiffView(APIView):
     )
     def get(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_visible(agent_id=agent_id, user=request.user)
-        start, end = _version_param(request, "from"), _version_param(request, "to")
+        start, end = int_param(request, "from", minimum=1), int_param(request, "to", minimum=1)
         old = selectors.manifest_version_get(agent=agent, version=start)
         new = selectors.manifest_version_get(agent=agent, version=end)
         diff = diff_manifests(old.manifest, new.manifest)
@@ -206,14 +205,6 @@ class ManifestDiffView(APIView):
             "breaking": diff.breaking, "breaking_changes": diff.breaking_changes, "changes": diff.changes,
             "scopes_requiring_reauth": diff.scopes_requiring_reauth,
         })
-
-
-def _version_param(request: Request, name: str) -> int:
-    raw = request.query_params.get(name, "")
-    if not raw.isdigit() or int(raw) < 1:
-        raise HasheeError("VALIDATION_ERROR", f"?{name}= must be a version number (1, 2, …).",
-                          [{"path": f"/{name}", "code": "INVALID_VALUE", "message": "expected a positive integer"}])
-    return int(raw)
 
 
 def _card(request: Request, agent_id: str, shape: str) -> Response:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from agents.models import Agent, AgentIdentityKey, ManifestVersion
+from agents.models import Agent, AgentIdentityKey, ApiKey, ManifestVersion
 from hashee.errors import HasheeError
 from hashee_sdk.core.manifest import CAPABILITY_FLAGS, SENSITIVITY_ORDER
 
@@ -104,3 +106,44 @@ def identity_key_current(*, agent_id: Any) -> AgentIdentityKey | None:
 
 def identity_key_history(*, agent: Agent) -> QuerySet[AgentIdentityKey]:
     return AgentIdentityKey.objects.filter(agent=agent).order_by("-created_at", "-id")
+
+
+def owned_agent(*, user: User, agent_id: uuid.UUID | str) -> Agent | None:
+    """The user's own agent, or None (someone else's is not revealed to exist)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    return Agent.objects.select_related("owner").filter(pk=agent_id, owner=user).first()
+
+
+def latest_version(*, agent: Agent) -> ManifestVersion | None:
+    return ManifestVersion.objects.filter(agent=agent).order_by("-version").first()
+
+
+def version_at(*, agent: Agent, version: int) -> ManifestVersion | None:
+    return ManifestVersion.objects.filter(agent=agent, version=version).first()
+
+
+def version_pair(*, agent: Agent, start: int, end: int) -> tuple[ManifestVersion | None, ManifestVersion | None]:
+    found = {v.version: v for v in ManifestVersion.objects.filter(agent=agent, version__in=[start, end])}
+    return found.get(start), found.get(end)
+
+
+def agent_keys(*, agent: Agent) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT).order_by("revoked_at", "-created_at"))
+
+
+def user_keys(*, user: User) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER).order_by("revoked_at", "-created_at"))
+
+
+def owns_agents(*, user: User) -> bool:
+    return Agent.objects.filter(owner=user).exists()
+
+
+def agent_key(*, agent: Agent, key_id: int) -> ApiKey | None:
+    """One of the agent's ``hak_`` keys (its owner's portal lists and revokes them)."""
+    return ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT, pk=key_id).first()
+
+
+def user_key(*, user: User, key_id: int) -> ApiKey | None:
+    return ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER, pk=key_id).first()

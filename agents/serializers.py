@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from agents.models import Agent, ManifestVersion
 from hashee_sdk.core.diff_support import Rule
+from hashee_sdk.core.manifest_rules import SENSITIVITY_LEVELS
 
 # A detached EdDSA JWS is ~200 characters; this leaves room for a long kid, refuses junk.
 SIGNATURE_MAX_LENGTH = 2048
@@ -51,8 +52,7 @@ class AgentOutput(serializers.ModelSerializer):
         return agent.capability_manifest_hash or None
 
     def get_highest_sensitivity(self, agent: Agent) -> str | None:
-        levels = ("low", "medium", "high")
-        return levels[agent.max_sensitivity] if agent.max_sensitivity is not None else None
+        return SENSITIVITY_LEVELS[agent.max_sensitivity] if agent.max_sensitivity is not None else None
 
 
 class OwnerAgentOutput(AgentOutput):

@@ -12,20 +12,10 @@ from rest_framework.views import APIView
 
 from agents.auth import AgentPrincipal
 from eventlog import records, selectors
-from hashee.errors import HasheeError
+from hashee.api import ERROR, int_param
 from relations.selectors import audience_windows
 
 MAX_LIMIT = 1000
-
-
-def _int_param(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit():
-        raise HasheeError("VALIDATION_ERROR", f"?{name}= must be a non-negative integer.",
-                          [{"path": f"/{name}", "code": "INVALID_VALUE", "message": "expected an integer"}])
-    return int(raw)
 
 
 class EventListView(APIView):
@@ -38,12 +28,12 @@ class EventListView(APIView):
                                      description=f"At most this many (default 100, larger values mean {MAX_LIMIT})")],
         responses={200: OpenApiResponse(description='`{"events": [frame…], "last_id": int, "has_more": bool}`; '
                                                     "a frame is `{id, type, created_at, data}`"),
-                   400: OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`'),
-                   401: OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')},
+                   400: ERROR,
+                   401: ERROR},
     )
     def get(self, request: Request) -> Response:
-        since = _int_param(request, "since", 0)
-        limit = min(max(_int_param(request, "limit", 100), 1), MAX_LIMIT)
+        since = int_param(request, "since", default=0)
+        limit = min(max(int_param(request, "limit", default=100), 1), MAX_LIMIT)
         if since < selectors.purged_through():
             latest = selectors.latest_event_id()
             return Response({"events": [records.resync_frame(latest)], "last_id": latest, "has_more": False})

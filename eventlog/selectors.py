@@ -9,8 +9,11 @@ from typing import Any
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Length
 
+from agents.models import Agent
 from eventlog.models import Event, EventLogState
 from eventlog.records import frame
+from eventlog.webhook_models import WebhookDelivery
+from hashee_sdk.core.event_types import EventType
 
 
 def purged_through() -> int:
@@ -60,3 +63,19 @@ def frame_sizes(events: QuerySet[Event], *, limit: int) -> list[tuple[int, int]]
 def frames_of(ids: list[int]) -> list[tuple[int, str]]:
     """(id, frame as JSON text) of these events, in id order (purged ones are skipped)."""
     return [(e.id, json.dumps(frame(e), separators=(",", ":"))) for e in Event.objects.filter(id__in=ids).order_by("id")]
+
+
+RECENT_DELIVERIES = 20  # on an owner's webhook page
+
+
+def recent_deliveries(*, agent: Agent) -> list[WebhookDelivery]:
+    return list(WebhookDelivery.objects.filter(agent=agent).order_by("-id")[:RECENT_DELIVERIES])
+
+
+def delivery_of(*, agent: Agent, delivery_id: int) -> WebhookDelivery | None:
+    return WebhookDelivery.objects.filter(agent=agent, pk=delivery_id).first()
+
+
+def agent_activity(*, agent: Agent, limit: int) -> list[Event]:
+    """The latest events about an agent, for its owner (messages, which are users', left out)."""
+    return list(Event.objects.filter(agent=agent).exclude(type=EventType.MESSAGE_NEW).order_by("-id")[:limit])

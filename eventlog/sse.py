@@ -37,7 +37,7 @@ from eventlog.access import SocketAccess, session_digest
 from eventlog.consumers import AgentEventsConsumer, EventStreamConsumer, UserEventsConsumer
 from eventlog.hub import EventHub, get_hub
 from hashee.asgi_limits import ASGIApp, Message, Receive, Scope, Send
-from hashee.errors import HasheeError
+from hashee.errors import HasheeError, error_body
 
 logger = logging.getLogger(__name__)
 PATH: Final = "/events/stream"
@@ -235,8 +235,7 @@ class EventStream(EventStreamConsumer):
         limit = settings.HASHEE_MAX_SOCKETS_PER_PRINCIPAL
         logger.info("stream refused: %s already holds %s sockets and streams on this worker",
                     self._principal_key(), limit)
-        body = json.dumps({"error": {"code": "TOO_MANY_STREAMS", "details": [],
-                                     "message": f"Too many streams: at most {limit} per user or agent."}}).encode()
+        body = json.dumps(error_body("TOO_MANY_STREAMS", f"Too many streams: at most {limit} per user or agent.")).encode()
         headers = [(k, v) for k, v in self.headers if k != b"content-type"]
         await self.respond({"type": "http.response.start", "status": 429,
                             "headers": [*headers, (b"content-type", b"application/json")]})

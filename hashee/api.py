@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import BaseParser
@@ -17,7 +18,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from hashee.errors import HasheeError
+from hashee.errors import HasheeError, error_body
 from hashee_sdk.core.manifest import SENSITIVITY_ORDER
 from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:  # rest_framework.views reads these settings at import: no cyc
 logger = logging.getLogger(__name__)
 
 
+# Every operation's error answer in the OpenAPI document (the shape: hashee.errors.error_body).
+ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 # Query parameters as the views parse them, for the OpenAPI document (OpenApiParameter's type).
 POSITIVE_INTEGER: Final = {"type": "integer", "minimum": 1}
 LEVELS: Final = {"type": "string", "enum": ["", *SENSITIVITY_ORDER]}  # empty: no filter
@@ -51,6 +54,19 @@ class StrictJSONParser(BaseParser):
             return loads_strict(data)
         except MalformedJSON as exc:
             raise HasheeError("MALFORMED_JSON", str(exc)) from exc
+
+
+def int_param(request: Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:
+    """An integer query parameter, as every API view reads one: absent → ``default`` (required
+    when there is none); anything but ASCII digits, or below ``minimum``, → VALIDATION_ERROR."""
+    raw = request.query_params.get(name)
+    if raw is None and default is not None:
+        return default
+    if raw is None or not raw.isascii() or not raw.isdigit() or int(raw) < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise HasheeError("VALIDATION_ERROR", f"?{name}= must be {what}.",
+                          [{"path": f"/{name}", "code": "INVALID_VALUE", "message": f"expected {what}"}])
+    return int(raw)
 
 
 def json_body(request: Request) -> Any:
@@ -157,8 +173,7 @@ _DRF_CODES: list[tuple[type[exceptions.APIException], str]] = [
 
 def error_response(code: str, message: str, http_status: int, details: list[Any] | None = None,
                    headers: dict[str, str] | None = None) -> Response:
-    body = {"error": {"code": code, "message": message, "details": details or []}}
-    return Response(body, status=http_status, headers=headers)
+    return Response(error_body(code, message, details), status=http_status, headers=headers)
 
 
 def validation_details(detail: Any, prefix: str = "") -> list[dict[str, str]]:

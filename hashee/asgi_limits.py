@@ -19,6 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from hashee.errors import error_body
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -103,7 +105,7 @@ class BodySizeLimit:
 
 async def _send_error(send: Send, status: int, code: str, message: str) -> None:
     """The SPEC §2 error body, and the connection closed."""
-    body = json.dumps({"error": {"code": code, "message": message, "details": []}}).encode()
+    body = json.dumps(error_body(code, message)).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),

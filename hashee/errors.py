@@ -18,6 +18,11 @@ from hashee_sdk.core.codes import DETAIL_CODES as DETAIL_CODES
 from hashee_sdk.core.codes import TOOL_ERROR_CODES as TOOL_ERROR_CODES
 
 
+def error_body(code: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
+    """The SPEC §2 error shape, the one place it is written."""
+    return {"error": {"code": code, "message": message, "details": details or []}}
+
+
 @dataclass(frozen=True)
 class ErrorCode:
     code: str
@@ -86,4 +91,4 @@ class HasheeError(Exception):
         return API_ERRORS[self.code].http_status
 
     def as_body(self) -> dict[str, Any]:
-        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+        return error_body(self.code, self.message, self.details)

@@ -13,6 +13,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from hashee.errors import error_body
+
 HTML_PREFIXES = ("/portal/", "/admin/")
 
 
@@ -21,7 +23,7 @@ def wants_html(request: HttpRequest) -> bool:
 
 
 def api_not_found() -> JsonResponse:
-    return JsonResponse({"error": {"code": "NOT_FOUND", "message": "No such route.", "details": []}}, status=404)
+    return JsonResponse(error_body("NOT_FOUND", "No such route."), status=404)
 
 
 def not_found(request: HttpRequest, exception: Any = None) -> HttpResponse:

@@ -11,11 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hashee import metrics
+from hashee.errors import error_body
 from hashee.platform_key import platform_jwks
 
 
 def _error(code: str, message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, "details": []}}, status=status)
+    return JsonResponse(error_body(code, message), status=status)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from agents.models import Agent
-from eventlog.models import Event
+from eventlog import selectors as event_selectors
 from hashee_sdk.core.event_types import EventType
 
 SHOWN = 8
@@ -75,7 +75,7 @@ def recent(*, agent: Agent) -> list[ActivityItem]:
         items.append(ActivityItem(id="paused", kind="warn", at=None, text=_(
             "Paused by the platform's operators: it is hidden from discovery, and its users "
             "see it as paused; it cannot send tool calls until it is enabled again.")))
-    events = Event.objects.filter(agent=agent).exclude(type=EventType.MESSAGE_NEW).order_by("-id")[:SHOWN]
+    events = event_selectors.agent_activity(agent=agent, limit=SHOWN)
     for event in events:
         described = describe(event.type, event.data)
         if described is not None:

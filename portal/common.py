@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
 
-from portal import queries
+from agents import selectors as agent_selectors
 
 FORM_TOKENS_SESSION_KEY = "portal.form_tokens"
 FORM_TOKENS_KEPT = 20  # forms open at once in one session (tabs)
@@ -40,7 +40,7 @@ def agent_owner_view(view: View) -> View:
 
     @wraps(view)
     def wrapper(request: AuthenticatedHttpRequest, agent_id: uuid.UUID, *args: Any, **kwargs: Any) -> HttpResponse:
-        agent = queries.owned_agent(user=request.user, agent_id=agent_id)
+        agent = agent_selectors.owned_agent(user=request.user, agent_id=agent_id)
         if agent is None:
             return not_found(request)
         return view(request, agent, *args, **kwargs)

@@ -18,11 +18,11 @@ from agents import selectors as agent_selectors
 from agents.models import Agent
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
-from portal import queries
 from portal.common import AuthenticatedHttpRequest, error_messages, not_found
 from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
+from relations import selectors as relation_selectors
 from relations import services as relation_services
 from toolcalls.keydir_selectors import relation_safety_number
 
@@ -34,7 +34,7 @@ def discover(request: AuthenticatedHttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     page = Paginator(agent_selectors.agent_discover(user=request.user, params={"q": query}),
                      DISCOVER_PAGE_SIZE).get_page(request.GET.get("page"))
-    mine = queries.connections_by_agent(user=request.user)
+    mine = relation_selectors.connections_by_agent(user=request.user)
     cards = [{"agent": a, "scopes": scope_views(a.capability_manifest), "mine": mine.get(a.pk)}
              for a in page.object_list]
     return render(request, "portal/discover.html", {"cards": cards, "page": page, "q": query})
@@ -47,7 +47,7 @@ def connect(request: AuthenticatedHttpRequest, agent_id: uuid.UUID) -> HttpRespo
         agent = agent_selectors.agent_get_visible(agent_id=agent_id, user=request.user)
     except HasheeError:
         return not_found(request)
-    existing = queries.live_relation_ids(user=request.user).get(agent.pk)
+    existing = relation_selectors.live_relation_ids(user=request.user).get(agent.pk)
     if existing is not None:
         return redirect("portal:connection", relation_id=existing)
     views = scope_views(agent.capability_manifest)
@@ -78,13 +78,13 @@ def _connected_message(request: HttpRequest, agent: Agent, *, granted: bool) -> 
 
 @login_required
 def connections(request: AuthenticatedHttpRequest) -> HttpResponse:
-    return render(request, "portal/connections.html", {"connections": queries.connections(user=request.user)})
+    return render(request, "portal/connections.html", {"connections": relation_selectors.connections(user=request.user)})
 
 
 @login_required
 def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
     """Manage a connection; when a re-consent is pending, show what changed and ask again."""
-    found = queries.connection(user=request.user, relation_id=relation_id)
+    found = relation_selectors.connection(user=request.user, relation_id=relation_id)
     if found is None:
         return not_found(request)
     relation, agent = found.relation, found.relation.agent
@@ -104,7 +104,7 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
         "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation)})
 
 
-def _reconsent(request: HttpRequest, found: queries.Connection, scopes: list[str]) -> HttpResponse | None:
+def _reconsent(request: HttpRequest, found: relation_selectors.Connection, scopes: list[str]) -> HttpResponse | None:
     raw = request.POST.get("acknowledged_manifest_version", "")
     try:
         relation_services.relation_reconsent(relation=found.relation, granted_scopes=scopes,
@@ -119,16 +119,16 @@ def _reconsent(request: HttpRequest, found: queries.Connection, scopes: list[str
     return redirect("portal:connection", relation_id=found.relation.pk)
 
 
-def _changes_since_consent(found: queries.Connection) -> list[dict[str, Any]]:
+def _changes_since_consent(found: relation_selectors.Connection) -> list[dict[str, Any]]:
     relation = found.relation
     agent = relation.agent
     if not found.needs_reconsent or agent.capability_manifest is None:
         return []
-    old = queries.version_at(agent=agent, version=relation.acknowledged_manifest_version)
+    old = agent_selectors.version_at(agent=agent, version=relation.acknowledged_manifest_version)
     return diff_manifests(old.manifest if old else None, agent.capability_manifest).changes
 
 
-def _mark(views: list[Any], found: queries.Connection, headlines: dict[str, str]) -> None:
+def _mark(views: list[Any], found: relation_selectors.Connection, headlines: dict[str, str]) -> None:
     """Tick what is granted now; flag what changed since the last consent, and why."""
     for view in views:
         view.checked = view.id in found.state.granted_scopes
@@ -139,7 +139,7 @@ def _mark(views: list[Any], found: queries.Connection, headlines: dict[str, str]
 @require_POST
 @login_required
 def connection_revoke(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
-    found = queries.connection(user=request.user, relation_id=relation_id)
+    found = relation_selectors.connection(user=request.user, relation_id=relation_id)
     if found is None:
         return not_found(request)
     relation_services.relation_revoke(relation=found.relation)

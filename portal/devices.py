@@ -13,14 +13,14 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from hashee.errors import HasheeError
-from portal import queries
 from portal.common import AuthenticatedHttpRequest, not_found
+from toolcalls import keydir_selectors as keydir_selectors
 from toolcalls.keydir_services import device_key_revoke
 
 
 @login_required
 def devices(request: AuthenticatedHttpRequest) -> HttpResponse:
-    return render(request, "portal/devices.html", {"devices": queries.devices(user=request.user)})
+    return render(request, "portal/devices.html", {"devices": keydir_selectors.devices(user=request.user)})
 
 
 @require_POST

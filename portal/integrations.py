@@ -17,13 +17,13 @@ from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from agents import selectors as agent_selectors
 from agents import services
 from agents.apikey_services import api_key_create, api_key_revoke
-from agents.models import Agent, ApiKey
-from eventlog.webhook_models import WebhookDelivery
+from agents.models import Agent
+from eventlog import selectors as event_selectors
 from eventlog.webhooks import webhook_redeliver
 from hashee.errors import HasheeError
-from portal import queries
 from portal.common import (
     AuthenticatedHttpRequest,
     SecretOnce,
@@ -65,13 +65,13 @@ def agent_keys(request: HttpRequest, agent: Agent) -> HttpResponse:
                           hint=_("Your agent runtime sends it as Authorization: Bearer …"))
 
     return _keys_page(request, template="portal/agents/keys.html", create=create, context=lambda: {
-        "agent": agent, "tab": "keys", "keys": queries.agent_keys(agent=agent)})
+        "agent": agent, "tab": "keys", "keys": agent_selectors.agent_keys(agent=agent)})
 
 
 @require_POST
 @agent_owner_view
-def runtime_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpResponse:
-    key = ApiKey.objects.filter(agent=agent, kind=ApiKey.Kind.AGENT, pk=key_id).first()
+def agent_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpResponse:
+    key = agent_selectors.agent_key(agent=agent, key_id=key_id)
     if key is None:
         return not_found(request)
     api_key_revoke(key=key)
@@ -88,13 +88,13 @@ def user_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
                           hint=_("Scripts and CI send it as Authorization: Bearer …"))
 
     return _keys_page(request, template="portal/keys.html", create=create,
-                      context=lambda: {"keys": queries.user_keys(user=request.user)})
+                      context=lambda: {"keys": agent_selectors.user_keys(user=request.user)})
 
 
 @require_POST
 @login_required
 def user_key_revoke(request: AuthenticatedHttpRequest, key_id: int) -> HttpResponse:
-    key = ApiKey.objects.filter(user=request.user, kind=ApiKey.Kind.USER, pk=key_id).first()
+    key = agent_selectors.user_key(user=request.user, key_id=key_id)
     if key is None:
         return not_found(request)
     api_key_revoke(key=key)
@@ -114,7 +114,7 @@ def _webhook_page(request: HttpRequest, agent: Agent, *, form: WebhookForm,
         "agent": agent, "tab": "webhook", "form": form, "rotate_form": _fresh(request, OnceForm),
         "previous_until": expires_at if agent.webhook_secret_previous and expires_at and expires_at > timezone.now()
         else None,
-        "deliveries": queries.recent_deliveries(agent=agent), "secret_once": shown})
+        "deliveries": event_selectors.recent_deliveries(agent=agent), "secret_once": shown})
 
 
 @never_cache
@@ -158,7 +158,7 @@ def agent_webhook_secret_rotate(request: HttpRequest, agent: Agent) -> HttpRespo
 @require_POST
 @agent_owner_view
 def delivery_redeliver(request: HttpRequest, agent: Agent, delivery_id: int) -> HttpResponse:
-    delivery = WebhookDelivery.objects.filter(agent=agent, pk=delivery_id).first()
+    delivery = event_selectors.delivery_of(agent=agent, delivery_id=delivery_id)
     if delivery is None:
         return not_found(request)
     webhook_redeliver(delivery=delivery)

@@ -13,11 +13,12 @@ from django.template.loader import render_to_string
 
 from agents.models import Agent
 from agents.selectors import agent_get_visible
+from eventlog import selectors as event_selectors
 from eventlog.webhook_models import WebhookDelivery
 from hashee.errors import HasheeError
-from portal import queries
 from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.views import overview_context
+from relations import selectors as relation_selectors
 
 AGENT_REGIONS = {"stats", "scopes", "activity", "deliveries", "row"}
 USER_REGIONS = {"connections", "attention"}
@@ -29,12 +30,12 @@ def agent_region(request: AuthenticatedHttpRequest, agent: Agent, region: str) -
         return not_found(request)
     agent.refresh_from_db()
     if region == "deliveries":
-        deliveries = queries.recent_deliveries(agent=agent)
+        deliveries = event_selectors.recent_deliveries(agent=agent)
         context = {"agent": agent, "deliveries": deliveries}
         # The worker changes deliveries without an event: the page polls while any is pending.
         poll = any(d.status == WebhookDelivery.Status.PENDING for d in deliveries)
     elif region == "row":
-        row = next(r for r in queries.owner_rows(user=request.user) if r.agent.pk == agent.pk)
+        row = next(r for r in relation_selectors.owner_rows(user=request.user) if r.agent.pk == agent.pk)
         context, poll = {"row": row}, False
     else:
         context, poll = {"agent": agent, **overview_context(agent)}, False
@@ -46,7 +47,7 @@ def agent_region(request: AuthenticatedHttpRequest, agent: Agent, region: str) -
 def user_region(request: AuthenticatedHttpRequest, region: str) -> HttpResponse:
     if region not in USER_REGIONS:
         return not_found(request)
-    found = queries.connections(user=request.user)
+    found = relation_selectors.connections(user=request.user)
     attention = [c for c in found if c.needs_reconsent and c.relation.is_live]
     html = render_to_string(f"portal/live/{region}.html", {"connections": found, "attention": attention},
                             request=request)
@@ -56,7 +57,7 @@ def user_region(request: AuthenticatedHttpRequest, region: str) -> HttpResponse:
 @login_required
 def connection_region(request: AuthenticatedHttpRequest, relation_id: uuid.UUID) -> HttpResponse:
     """A connection page's head: its status and versions, current while the page is open."""
-    found = queries.connection(user=request.user, relation_id=relation_id)
+    found = relation_selectors.connection(user=request.user, relation_id=relation_id)
     if found is None:
         return not_found(request)
     html = render_to_string("portal/live/connection_head.html", {"connection": found, "agent": found.relation.agent},
@@ -72,5 +73,5 @@ def discover_card_region(request: AuthenticatedHttpRequest, agent_id: uuid.UUID)
     except HasheeError:
         return not_found(request)
     html = render_to_string("portal/live/card_foot.html", {
-        "agent": agent, "mine": queries.connections_by_agent(user=request.user).get(agent.pk)}, request=request)
+        "agent": agent, "mine": relation_selectors.connections_by_agent(user=request.user).get(agent.pk)}, request=request)
     return JsonResponse({"html": html, "poll": False})

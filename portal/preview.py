@@ -15,8 +15,8 @@ from agents.models import Agent
 from hashee.errors import HasheeError
 from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES, validate_manifest
 from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
-from portal import queries
 from portal.problems import localized
+from relations import selectors as relation_selectors
 
 
 @dataclass
@@ -89,7 +89,7 @@ def manifest_preview(*, text: str, agent: Agent | None, actor: Any, base_version
     preview.warnings = update.warnings  # with those that need the current version (SPEC §10.5)
     preview.unchanged = update.hash == agent.capability_manifest_hash
     preview.scopes_requiring_reauth = update.scopes_requiring_reauth
-    who = queries.audience(agent=agent)
+    who = relation_selectors.audience(agent=agent)
     preview.scope_counts = who.scopes
     # A breaking version puts every live relation in reauth_required (relations.state).
     preview.affected_users = who.users if preview.breaking else 0

@@ -30,7 +30,7 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/diff/", views.agent_diff, name="agent-diff"),
     path("agents/<uuid:agent_id>/settings/", views.agent_settings, name="agent-settings"),
     path("agents/<uuid:agent_id>/keys/", integrations.agent_keys, name="agent-keys"),
-    path("agents/<uuid:agent_id>/keys/<int:key_id>/revoke", integrations.runtime_key_revoke, name="agent-key-revoke"),
+    path("agents/<uuid:agent_id>/keys/<int:key_id>/revoke", integrations.agent_key_revoke, name="agent-key-revoke"),
     path("agents/<uuid:agent_id>/webhook/", integrations.agent_webhook, name="agent-webhook"),
     path("agents/<uuid:agent_id>/webhook/rotate-secret", integrations.agent_webhook_secret_rotate,
          name="agent-webhook-secret-rotate"),

@@ -1,6 +1,6 @@
 """Owners' pages (SPEC §7): my agents, create, the manifest editor, history and diffs.
 
-Views are thin: they read through portal.queries / agents.selectors and write through
+Views are thin: they read through the apps' selectors and write through
 agents.services, exactly as the REST API does.
 """
 
@@ -20,16 +20,18 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from agents import selectors, services
+from agents import selectors as agent_selectors
 from agents.demo import starter_manifest
 from agents.models import Agent
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
-from portal import activity, queries
+from portal import activity
 from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm
 from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_views
 from portal.preview import Preview, manifest_preview
+from relations import selectors as relation_selectors
 
 STARTER_MANIFEST = starter_manifest()
 
@@ -38,15 +40,15 @@ STARTER_MANIFEST = starter_manifest()
 def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Where a person lands (after login too): their agents if they publish any, else the
     agents they use — a user who publishes nothing never starts on "publish your first"."""
-    if Agent.objects.filter(owner=request.user).exists():
+    if agent_selectors.owns_agents(user=request.user):
         return redirect("portal:dashboard")
     return redirect("portal:connections")
 
 
 @login_required
 def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
-    attention = [c for c in queries.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
-    return render(request, "portal/dashboard.html", {"rows": queries.owner_rows(user=request.user),
+    attention = [c for c in relation_selectors.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
+    return render(request, "portal/dashboard.html", {"rows": relation_selectors.owner_rows(user=request.user),
                                                      "attention": attention})
 
 
@@ -83,8 +85,8 @@ def agent_detail(request: HttpRequest, agent: Agent) -> HttpResponse:
 
 def overview_context(agent: Agent) -> dict[str, Any]:
     """What the overview's live regions show (also served by the live endpoint)."""
-    who = queries.audience(agent=agent)
-    latest = queries.latest_version(agent=agent)
+    who = relation_selectors.audience(agent=agent)
+    latest = agent_selectors.latest_version(agent=agent)
     return {"audience": who, "scopes": scope_views(agent.capability_manifest, who.scopes), "latest": latest,
             "size_warning": next((w for w in (latest.warnings if latest else [])
                                   if w["code"] == "MANIFEST_SIZE_WARNING"), None),
@@ -185,7 +187,7 @@ def agent_versions(request: HttpRequest, agent: Agent) -> HttpResponse:
 
 @agent_owner_view
 def agent_version(request: HttpRequest, agent: Agent, version: int) -> HttpResponse:
-    found, _none = queries.version_pair(agent=agent, start=version, end=version)
+    found, _none = agent_selectors.version_pair(agent=agent, start=version, end=version)
     if found is None:
         return not_found(request)
     return render(request, "portal/agents/version.html", {
@@ -201,7 +203,7 @@ def agent_diff(request: HttpRequest, agent: Agent) -> HttpResponse:
         return redirect("portal:agent-versions", agent_id=agent.pk)
     start = _version_arg(request, "from", numbers[1] if len(numbers) > 1 else numbers[0])
     end = _version_arg(request, "to", numbers[0])
-    old, new = queries.version_pair(agent=agent, start=start, end=end)
+    old, new = agent_selectors.version_pair(agent=agent, start=start, end=end)
     if old is None or new is None:
         return not_found(request)
     diff = diff_manifests(old.manifest, new.manifest)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hashee.api import IsUser, Pagination, json_body, validated
+from hashee.api import ERROR, IsUser, Pagination, json_body, validated
 from relations import selectors, services
 from relations.models import Relation
-
-ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 
 
 class RelationCreateInput(serializers.Serializer):

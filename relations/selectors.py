@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from agents.models import Agent, ManifestVersion
@@ -131,3 +133,70 @@ def with_status(relations: QuerySet[Relation], status: Relation.Status) -> Query
         return relations.filter(revoked_at__isnull=False)
     live = relations.filter(revoked_at__isnull=True)
     return live.filter(_needs_reauth()) if status == Relation.Status.REAUTH_REQUIRED else live.exclude(_needs_reauth())
+
+
+@dataclass
+class AgentRow:
+    agent: Agent
+    latest: ManifestVersion | None
+    users: int
+    pending: int
+
+
+@dataclass
+class Connection:
+    relation: Relation
+    state: RelationState
+
+    @property
+    def needs_reconsent(self) -> bool:
+        return self.state.status == Relation.Status.REAUTH_REQUIRED
+
+
+def audience(*, agent: Agent) -> AudienceSummary:
+    return audience_summaries(agents=[agent])[agent.pk]
+
+
+def owner_rows(*, user: User) -> list[AgentRow]:
+    """The owner's agents with their latest version and audience (a fixed number of queries)."""
+    agents = list(Agent.objects.filter(owner=user).order_by("name", "id"))
+    latest = {v.agent_id: v for v in ManifestVersion.objects.filter(
+        agent__in=agents, version=F("agent__capability_manifest_version"))}
+    who = audience_summaries(agents=agents)
+    return [AgentRow(agent=a, latest=latest.get(a.pk), users=who[a.pk].users, pending=who[a.pk].pending)
+            for a in agents]
+
+
+def connections(*, user: User) -> list[Connection]:
+    """The user's relations, live first, each with its effective state. Of an agent the
+    user disconnected from, only the latest relation shows, and none once reconnected."""
+    relations, seen = [], set()
+    for relation in sorted(relations_of_user(user=user),
+                           key=lambda r: (r.revoked_at is not None, -(r.revoked_at or r.created_at).timestamp())):
+        if relation.agent_id not in seen:
+            seen.add(relation.agent_id)
+            relations.append(relation)
+    states = relation_states(relations)
+    found = [Connection(relation=r, state=states[r.pk]) for r in relations]
+    found.sort(key=lambda c: (c.relation.revoked_at is not None, not c.needs_reconsent))
+    return found
+
+
+def connection(*, user: User, relation_id: uuid.UUID | str) -> Connection | None:
+    relation = Relation.objects.select_related("agent", "agent__owner", "user").filter(
+        pk=relation_id, user=user).first()
+    if relation is None:
+        return None
+    return Connection(relation=relation, state=relation_states([relation])[relation.pk])
+
+
+def connections_by_agent(*, user: User) -> dict[uuid.UUID, Connection]:
+    """agent id → the user's live connection to it, with its state (for discovery cards)."""
+    relations = list(Relation.objects.filter(user=user, revoked_at__isnull=True).select_related("agent"))
+    states = relation_states(relations)
+    return {r.agent_id: Connection(relation=r, state=states[r.pk]) for r in relations}
+
+
+def live_relation_ids(*, user: User) -> dict[uuid.UUID, uuid.UUID]:
+    """agent id → the user's live relation id, for "connected" badges."""
+    return dict(Relation.objects.filter(user=user, revoked_at__isnull=True).values_list("agent_id", "pk"))

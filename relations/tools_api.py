@@ -5,18 +5,17 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from hashee.api import ERROR
 from hashee.errors import HasheeError
 from hashee_sdk.core.toolspec import DEFAULT_FORMAT, FORMATS
 from relations.tools import relation_get_for_party, relation_tool_list_json
-
-ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 
 
 class FormatIsNotARenderer(DefaultContentNegotiation):

@@ -13,14 +13,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from hashee import metrics
-from hashee.api import POSITIVE_INTEGER, json_body
+from hashee.api import ERROR, POSITIVE_INTEGER, int_param, json_body
 from hashee.errors import HasheeError
 from toolcalls import services
 from toolcalls.idempotency import MAX_KEY_LENGTH
 from toolcalls.models import Message
 from toolcalls.serializers import MessageInput, MessageOutput
 
-ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
 MAX_LIMIT = 500
 AFTER_PATTERN = "^$|^[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$"
 
@@ -83,7 +82,7 @@ class MessageListCreateView(APIView):
                 raise HasheeError("NOT_FOUND", "No such message in this relation (messages are kept "
                                   f"{settings.HASHEE_MESSAGE_RETENTION_DAYS} days): fetch again without ?after=.")
             messages = messages.filter(seq__gt=anchor[0])
-        limit = _limit(request.query_params.get("limit"))
+        limit = min(int_param(request, "limit", default=100, minimum=1), MAX_LIMIT)
         rows = list(messages[:limit + 1])
         return Response({"messages": [{**services.message_payload(m), "relation_id": str(sender.relation.pk)}
                                       for m in rows[:limit]], "has_more": len(rows) > limit})
@@ -101,12 +100,3 @@ def _uuid(raw: str) -> str:
         raise HasheeError("VALIDATION_ERROR", "?after= must be a message_id.",
                           [{"path": "/after", "code": "INVALID_VALUE", "message": "expected a UUID"}])
     return canonical
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return 100
-    if not raw.isdigit() or int(raw) < 1:
-        raise HasheeError("VALIDATION_ERROR", "?limit= must be a positive integer.",
-                          [{"path": "/limit", "code": "INVALID_VALUE", "message": "expected a positive integer"}])
-    return min(int(raw), MAX_LIMIT)

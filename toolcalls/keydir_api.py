@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 from agents.auth import AgentPrincipal
 from agents.models import Agent
 from agents.selectors import agent_get_visible
-from hashee.api import IsUser, json_body, validated
+from hashee.api import ERROR, IsUser, json_body, validated
 from hashee.errors import HasheeError
 from hashee_sdk import wire
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
@@ -46,9 +46,6 @@ from toolcalls.keydir_services import (
     runtime_key_revoke,
 )
 from toolcalls.services import sender_for
-
-ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`')
-
 
 # --- serializers ---------------------------------------------------------------------
 

@@ -1,8 +1,11 @@
-"""Reads of the key directory that the portal shows (the SDKs compute the same themselves)."""
+"""Reads of the key directory that the portal shows: safety numbers (the SDKs compute the
+same themselves) and a user's devices."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from django.contrib.auth.models import User
 
 from agents.selectors import identity_key_current
 from hashee_sdk import statements, wire
@@ -33,3 +36,19 @@ def relation_safety_number(*, relation: Relation) -> SafetyNumber:
     return SafetyNumber(statements.safety_number(agent_id=str(relation.agent_id),
                                                  agent_identity=signing.b64url_decode(identity.jwk["x"]),
                                                  user_root_device=wire.b64decode(root.ed25519_public)))
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    key: DeviceKey
+    approved_by: str  # the approving device's name, "" for the first device
+
+
+def devices(*, user: User) -> list[DeviceRow]:
+    """The user's live device keys, pending first, each with its approver's device name."""
+    keys = list(DeviceKey.objects.filter(user=user, revoked_at__isnull=True).order_by("-created_at"))
+    names = dict(DeviceKey.objects.filter(user=user, key_id__in=[k.approved_by_key_id for k in keys])
+                 .values_list("key_id", "device_id"))
+    rows = [DeviceRow(key, names.get(key.approved_by_key_id, key.approved_by_key_id)) for key in keys]
+    return sorted(rows, key=lambda row: row.key.approved_at is not None)
+

@@ -25,7 +25,6 @@ from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import PRESET_SCOPES, SENSITIVITY_ORDER
 
 logger = logging.getLogger(__name__)
-LEVELS = ("low", "medium", "high")
 MAX_CACHED = 64
 
 
@@ -109,5 +108,5 @@ def _levels(manifest: Mapping[str, Any]) -> dict[str, str]:
     for scope in scopes if isinstance(scopes, list) else []:
         if isinstance(scope, dict) and isinstance(scope.get("id"), str):
             level = scope.get("sensitivity")
-            found[scope["id"]] = level if level in LEVELS else "high"
+            found[scope["id"]] = level if level in SENSITIVITY_ORDER else "high"
     return found

@@ -39,12 +39,11 @@ from typing import Any, Final
 
 from hashee_sdk.core.diff_support import BREAKING, Rule, escape_segment, json_equal, render_pointer
 from hashee_sdk.core.examples import ExampleBuilder, WorkBudget
+from hashee_sdk.core.manifest_rules import DEFAULT_TIMEOUT_MS, SENSITIVITY_ORDER
 from hashee_sdk.core.schema_diff import SchemaChange, diff_schema
 
 __all__ = ["DiffResult", "Rule", "diff_manifests", "diff_summary"]
 
-DEFAULT_TIMEOUT_MS: Final = 10000
-SENSITIVITY_RANK: Final = {"low": 0, "medium": 1, "high": 2}
 _TOOL_TEXT: Final = ("description_i18n_key", "description_fallback")
 _SCOPE_TEXT: Final = ("label_i18n_key", "description_i18n_key", "label_fallback", "description_fallback")
 _REAUTH_RULES: Final = frozenset({Rule.SCOPE_ADDED, Rule.SCOPE_SENSITIVITY_RAISED, Rule.TOOL_SCOPE_ESCALATED})
@@ -323,4 +322,4 @@ def _scope_id(tool: Mapping[str, Any]) -> str | None:
 
 def _rank(sensitivity: Any, *, unknown: int) -> int:
     # Fail safe: an unknown old level counts as lowest and an unknown new level as highest.
-    return SENSITIVITY_RANK.get(sensitivity, unknown) if isinstance(sensitivity, str) else unknown
+    return SENSITIVITY_ORDER.get(sensitivity, unknown) if isinstance(sensitivity, str) else unknown

@@ -22,7 +22,8 @@ PRESET_SCOPES: dict[str, str] = {
     "clipboard:read": "medium",
     "location:read": "high",
 }
-SENSITIVITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}
+SENSITIVITY_ORDER: dict[str, int] = {"low": 0, "medium": 1, "high": 2}  # the one definition of the order
+SENSITIVITY_LEVELS: tuple[str, ...] = tuple(SENSITIVITY_ORDER)  # by rank: SENSITIVITY_LEVELS[rank]
 CAPABILITY_FLAGS: tuple[str, ...] = (
     "supports_streaming",
     "supports_artifacts",
