@@ -19,6 +19,7 @@ from agents.apikey_services import api_key_revoke
 from agents.html import pointer_breaks
 from agents.models import Agent, ApiKey, ManifestVersion
 from eventlog.webhooks import webhook_url_check
+from hashee.api import acting_user
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import PRESET_SCOPES
@@ -209,13 +210,13 @@ class AgentAdmin(admin.ModelAdmin):
         fields = {name: data[name] for name in ("owner", "name", "description", "webhook_url")
                   if not change or name in form.changed_data}
         if change:
-            services.agent_update(agent_id=obj.pk, actor=request.user, expected_version=data.get("opened_at_version"),
+            services.agent_update(agent_id=obj.pk, actor=acting_user(request), expected_version=data.get("opened_at_version"),
                                   **fields)
         else:
             obj.pk = services.agent_create(**fields)[0].pk
         status_changed = "status" in form.changed_data if change else data["status"] != Agent.Status.ENABLED
         if status_changed:
-            services.agent_set_status(agent=obj, status=data["status"], actor=request.user)
+            services.agent_set_status(agent=obj, status=data["status"], actor=acting_user(request))
         obj.refresh_from_db()
 
     def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
@@ -246,7 +247,7 @@ class AgentAdmin(admin.ModelAdmin):
 
     def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str) -> None:
         for agent in queryset:
-            services.agent_set_status(agent=agent, status=status, actor=request.user)
+            services.agent_set_status(agent=agent, status=status, actor=acting_user(request))
         messages.success(request, f"{queryset.count()} agent(s) now {status}.")
 
     @admin.action(description="Pause selected agents (hidden, cannot send)")

@@ -28,7 +28,7 @@ from agents.serializers import (
     VersionSummaryOutput,
     WebhookSecretOutput,
 )
-from hashee.api import ERROR, LEVELS, POSITIVE_INTEGER, IsUser, Pagination, int_param, json_body, validated
+from hashee.api import ERROR, LEVELS, POSITIVE_INTEGER, IsUser, Pagination, acting_user, int_param, json_body, validated
 from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 from hashee_sdk.core.agentcard import build_agent_card, sign_agent_card
@@ -82,7 +82,7 @@ class AgentListCreateView(APIView):
     def post(self, request: Request) -> Response:
         IsUser().has_permission(request, self) or _forbid_agent_key()
         data = validated(AgentCreateInput, json_body(request), hint=WRAP_MANIFEST)
-        agent, update, secret = services.agent_create(owner=request.user, **data)
+        agent, update, secret = services.agent_create(owner=acting_user(request), **data)
         body = _agent_body(agent, request.user)
         if update is not None:
             body.update(breaking_changes=[], changes=[], warnings=update.warnings)
@@ -116,7 +116,7 @@ class AgentDetailView(APIView):
         data = validated(AgentUpdateInput, json_body(request), partial=True, hint=WRAP_MANIFEST)
         expected = _expected_version(request, data.pop("expected_version", None))
         dry_run = request.query_params.get("dry_run", "").lower() in ("1", "true", "yes")
-        agent, update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
+        agent, update, secret = services.agent_update(agent_id=agent.pk, actor=acting_user(request),
                                                       expected_version=expected, dry_run=dry_run, **data)
         body: dict[str, Any] = update.as_response() if update else {
             "agent_id": str(agent.pk), "capability_manifest_version": agent.capability_manifest_version,
@@ -142,7 +142,7 @@ class WebhookSecretRotateView(APIView):
         200: WebhookSecretOutput, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
-        agent, _secret = services.agent_rotate_webhook_secret(agent_id=agent.pk, actor=request.user)
+        agent, _secret = services.agent_rotate_webhook_secret(agent_id=agent.pk, actor=acting_user(request))
         return Response(WebhookSecretOutput(agent).data, headers={"Cache-Control": "no-store"})
 
 
@@ -308,7 +308,7 @@ class AgentCredentialListView(APIView):
     def post(self, request: Request, agent_id: str) -> Response:
         agent = selectors.agent_get_owned(agent_id=agent_id, user=request.user)
         data = validated(AgentKeyCreateInput, json_body(request) if request.stream is not None else {})
-        key, secret = api_key_create(user=request.user, agent=agent, name=data["name"])
+        key, secret = api_key_create(user=acting_user(request), agent=agent, name=data["name"])
         return Response({**AgentKeyOutput(key).data, "secret": secret}, status=status.HTTP_201_CREATED)
 
 

@@ -3,8 +3,7 @@ with the sockets that stood on them (authentication by key is ``agents.auth``)."
 
 from __future__ import annotations
 
-from typing import Any
-
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -13,7 +12,7 @@ from agents.models import Agent, ApiKey
 from eventlog.services import sockets_close
 
 
-def api_key_create(*, user: Any, agent: Agent | None = None, name: str = "") -> tuple[ApiKey, str]:
+def api_key_create(*, user: User, agent: Agent | None = None, name: str = "") -> tuple[ApiKey, str]:
     """Create a key (an agent key when ``agent`` is given) and return it with its secret."""
     secret, prefix = new_secret(AGENT_KEY_MARKER if agent is not None else USER_KEY_MARKER)
     key = ApiKey.objects.create(

@@ -6,6 +6,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models, transaction
 
+# An agent's id as callers hold it: the UUID, or its text from a URL or a JSON body.
+AgentId = uuid.UUID | str
+
 
 class Agent(models.Model):
     """An AI agent published by its owner, with its current Capability Manifest.

@@ -11,11 +11,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.identity import SignatureCheck, manifest_signature_check
-from agents.models import Agent, ManifestVersion
+from agents.models import Agent, AgentId, ManifestVersion
 from eventlog.services import event_emit, sockets_close
 from eventlog.webhooks import webhook_url_check
 from hashee import metrics
@@ -92,7 +93,7 @@ def manifest_check(manifest: Any) -> ValidationResult:
 
 
 def manifest_version_record(*, agent: Agent, submission: ManifestSubmission | None = None,
-                            actor: Any = None) -> ManifestVersion | None:
+                            actor: User | None = None) -> ManifestVersion | None:
     """Store ``submission`` (by default the agent's current manifest, checked here) as the
     next version, with its diff, and write it and its index onto the agent.
 
@@ -189,7 +190,7 @@ def _emit_manifest_events(agent: Agent, version: ManifestVersion) -> None:
         event_emit(type=EventType.MANIFEST_UPDATED, data=data, audience=agent, agent=agent)
 
 
-def agent_create(*, owner: Any, name: str, description: str = "", capability_manifest: Any = None,
+def agent_create(*, owner: User, name: str, description: str = "", capability_manifest: Any = None,
                  capability_manifest_signature: str | None = None, webhook_url: str = "",
                  ) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Create an agent (with its first manifest version if a manifest is given).
@@ -207,7 +208,7 @@ def agent_create(*, owner: Any, name: str, description: str = "", capability_man
     return agent, _update_from(agent, submission, version), secret
 
 
-def agent_update(*, agent_id: Any, actor: Any, name: str = UNSET, description: str = UNSET,
+def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, description: str = UNSET,
                  capability_manifest: Any = UNSET, capability_manifest_signature: str | None = None,
                  webhook_url: str = UNSET, owner: Any = UNSET, expected_version: int | None = None,
                  dry_run: bool = False) -> tuple[Agent, ManifestUpdate | None, str | None]:
@@ -279,7 +280,7 @@ def webhook_secret_new() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def agent_rotate_webhook_secret(*, agent_id: Any, actor: Any, now: datetime | None = None) -> tuple[Agent, str]:
+def agent_rotate_webhook_secret(*, agent_id: AgentId, actor: User, now: datetime | None = None) -> tuple[Agent, str]:
     """Issue a new webhook secret and return it (shown once). Deliveries carry the old
     secret's signature too until ``webhook_secret_previous_expires_at``; a second rotation
     before then ends the first one's overlap. Raises WEBHOOK_NOT_CONFIGURED without a secret."""
@@ -353,7 +354,7 @@ def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, ver
                           signature=signed.signature, publisher_verified=signed.publisher_verified)
 
 
-def agent_set_status(*, agent: Agent, status: str, actor: Any) -> Agent:
+def agent_set_status(*, agent: Agent, status: str, actor: User) -> Agent:
     """Operators' registry state: enabled | paused | deprecated. Pausing closes the
     agent's sockets (4403) on every process. A change is audited in the admin's log
     (``actor``'s action, in the agent's history) and told to the agent, its owner and

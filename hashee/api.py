@@ -4,12 +4,13 @@ handler that maps errors to the SPEC's shape, pagination and common permissions.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, HttpRequest
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
@@ -54,6 +55,13 @@ class StrictJSONParser(BaseParser):
             return loads_strict(data)
         except MalformedJSON as exc:
             raise HasheeError("MALFORMED_JSON", str(exc)) from exc
+
+
+def acting_user(request: Request | HttpRequest) -> User:
+    """The signed-in person a view acts for. Only for views that let no one else in
+    (``IsUser``, the portal's ``login_required``, the admin): there, ``request.user`` is
+    a ``User`` — never anonymous, never an agent's key (``AgentPrincipal``)."""
+    return cast(User, request.user)
 
 
 def int_param(request: Request, name: str, *, default: int | None = None, minimum: int = 0) -> int:

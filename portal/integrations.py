@@ -23,6 +23,7 @@ from agents.apikey_services import api_key_create, api_key_revoke
 from agents.models import Agent
 from eventlog import selectors as event_selectors
 from eventlog.webhooks import webhook_redeliver
+from hashee.api import acting_user
 from hashee.errors import HasheeError
 from portal.common import (
     AuthenticatedHttpRequest,
@@ -60,7 +61,7 @@ def _keys_page(request: HttpRequest, *, template: str, create: Callable[[str], S
 @agent_owner_view
 def agent_keys(request: HttpRequest, agent: Agent) -> HttpResponse:
     def create(name: str) -> SecretOnce:
-        _key, secret = api_key_create(user=request.user, agent=agent, name=name)
+        _key, secret = api_key_create(user=acting_user(request), agent=agent, name=name)
         return SecretOnce(label=_("New agent key"), secret=secret,
                           hint=_("Your agent runtime sends it as Authorization: Bearer …"))
 
@@ -83,18 +84,18 @@ def agent_key_revoke(request: HttpRequest, agent: Agent, key_id: int) -> HttpRes
 @login_required
 def user_keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     def create(name: str) -> SecretOnce:
-        _key, secret = api_key_create(user=request.user, name=name)
+        _key, secret = api_key_create(user=acting_user(request), name=name)
         return SecretOnce(label=_("New API key"), secret=secret,
                           hint=_("Scripts and CI send it as Authorization: Bearer …"))
 
     return _keys_page(request, template="portal/keys.html", create=create,
-                      context=lambda: {"keys": agent_selectors.user_keys(user=request.user)})
+                      context=lambda: {"keys": agent_selectors.user_keys(user=acting_user(request))})
 
 
 @require_POST
 @login_required
 def user_key_revoke(request: AuthenticatedHttpRequest, key_id: int) -> HttpResponse:
-    key = agent_selectors.user_key(user=request.user, key_id=key_id)
+    key = agent_selectors.user_key(user=acting_user(request), key_id=key_id)
     if key is None:
         return not_found(request)
     api_key_revoke(key=key)
@@ -123,7 +124,7 @@ def agent_webhook(request: HttpRequest, agent: Agent) -> HttpResponse:
     form = WebhookForm(request.POST or None, initial={"webhook_url": agent.webhook_url})
     if request.method == "POST" and form.is_valid():
         try:
-            agent, _update, secret = services.agent_update(agent_id=agent.pk, actor=request.user,
+            agent, _update, secret = services.agent_update(agent_id=agent.pk, actor=acting_user(request),
                                                            webhook_url=form.cleaned_data["webhook_url"])
         except HasheeError as exc:
             form.add_error("webhook_url", exc.message)
@@ -146,7 +147,7 @@ def agent_webhook_secret_rotate(request: HttpRequest, agent: Agent) -> HttpRespo
     if not (form.is_valid() and form_token_spend(request, form.cleaned_data["form_token"])):
         return already_sent(request, to=page)
     try:
-        agent, secret = services.agent_rotate_webhook_secret(agent_id=agent.pk, actor=request.user)
+        agent, secret = services.agent_rotate_webhook_secret(agent_id=agent.pk, actor=acting_user(request))
     except HasheeError as exc:  # WEBHOOK_NOT_CONFIGURED
         messages.error(request, exc.message)
         return redirect(page)

@@ -23,6 +23,7 @@ from agents import selectors, services
 from agents import selectors as agent_selectors
 from agents.demo import starter_manifest
 from agents.models import Agent
+from hashee.api import acting_user
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
@@ -40,15 +41,15 @@ STARTER_MANIFEST = starter_manifest()
 def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Where a person lands (after login too): their agents if they publish any, else the
     agents they use — a user who publishes nothing never starts on "publish your first"."""
-    if agent_selectors.owns_agents(user=request.user):
+    if agent_selectors.owns_agents(user=acting_user(request)):
         return redirect("portal:dashboard")
     return redirect("portal:connections")
 
 
 @login_required
 def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
-    attention = [c for c in relation_selectors.connections(user=request.user) if c.needs_reconsent and c.relation.is_live]
-    return render(request, "portal/dashboard.html", {"rows": relation_selectors.owner_rows(user=request.user),
+    attention = [c for c in relation_selectors.connections(user=acting_user(request)) if c.needs_reconsent and c.relation.is_live]
+    return render(request, "portal/dashboard.html", {"rows": relation_selectors.owner_rows(user=acting_user(request)),
                                                      "attention": attention})
 
 
@@ -58,13 +59,13 @@ def agent_new(request: HttpRequest) -> HttpResponse:
     problems: list[dict[str, Any]] = []
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        preview = manifest_preview(text=data["capability_manifest"], agent=None, actor=request.user,
+        preview = manifest_preview(text=data["capability_manifest"], agent=None, actor=acting_user(request),
                                    base_version=None) if data["capability_manifest"].strip() else None
         if preview is not None and not preview.valid:
             problems = preview.errors
         else:
             agent, _update, _secret = services.agent_create(
-                owner=request.user, name=data["name"], description=data["description"],
+                owner=acting_user(request), name=data["name"], description=data["description"],
                 capability_manifest=preview.manifest if preview else None)
             messages.success(request, _("%(name)s is live. Users can now find it and connect.") % {"name": agent.name})
             return redirect("portal:agent", agent_id=agent.pk)
@@ -102,7 +103,7 @@ def agent_manifest(request: HttpRequest, agent: Agent) -> HttpResponse:
     preview: Preview | None = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        preview = manifest_preview(text=data["capability_manifest"], agent=agent, actor=request.user,
+        preview = manifest_preview(text=data["capability_manifest"], agent=agent, actor=acting_user(request),
                                    base_version=data["expected_version"])
         if request.POST.get("action") == "save" and preview.valid:
             if preview.hash != data["previewed_hash"]:
@@ -123,7 +124,7 @@ def _save_manifest(request: HttpRequest, agent: Agent, preview: Preview, expecte
                    signature: str | None) -> HttpResponse | None:
     """Save what was previewed; None (with a message) when the service refuses it."""
     try:
-        agent, update, _secret = services.agent_update(agent_id=agent.pk, actor=request.user,
+        agent, update, _secret = services.agent_update(agent_id=agent.pk, actor=acting_user(request),
                                                        capability_manifest=preview.manifest, expected_version=expected,
                                                        capability_manifest_signature=signature)
     except HasheeError as exc:  # VERSION_CONFLICT (saved meanwhile), MANIFEST_SIGNATURE_* (identified agent)
@@ -157,7 +158,7 @@ def _preview_response(request: HttpRequest, agent: Agent | None) -> JsonResponse
     raw = request.GET.get("base_version", "")
     base = int(raw) if raw.isdigit() else None
     preview = manifest_preview(text=request.body.decode("utf-8", errors="replace"), agent=agent,
-                               actor=request.user, base_version=base)
+                               actor=acting_user(request), base_version=base)
     return JsonResponse({**preview.as_json(), "html": _preview_html(request, agent, preview)})
 
 
@@ -222,7 +223,7 @@ def _version_arg(request: HttpRequest, name: str, default: int) -> int:
 def agent_settings(request: HttpRequest, agent: Agent) -> HttpResponse:
     form = AgentSettingsForm(request.POST or None, initial={"name": agent.name, "description": agent.description})
     if request.method == "POST" and form.is_valid():
-        services.agent_update(agent_id=agent.pk, actor=request.user, **form.cleaned_data)
+        services.agent_update(agent_id=agent.pk, actor=acting_user(request), **form.cleaned_data)
         messages.success(request, _("Settings saved."))
         return redirect("portal:agent-settings", agent_id=agent.pk)
     return render(request, "portal/agents/settings.html", {"agent": agent, "tab": "settings", "form": form})

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from hashee.api import ERROR, IsUser, Pagination, json_body, validated
+from hashee.api import ERROR, IsUser, Pagination, acting_user, json_body, validated
 from relations import selectors, services
 from relations.models import Relation
 
@@ -49,7 +49,7 @@ class RelationListCreateView(APIView):
         "previous": serializers.URLField(allow_null=True), "results": RelationOutput(many=True)}), 400: ERROR, 401: ERROR})
     def get(self, request: Request) -> Response:
         paginator = Pagination()
-        page = paginator.paginate_queryset(selectors.relations_of_user(user=request.user), request, view=self)
+        page = paginator.paginate_queryset(selectors.relations_of_user(user=acting_user(request)), request, view=self)
         return paginator.get_paginated_response([services.relation_payload(r) for r in page or []])
 
     @extend_schema(operation_id="relations_create", summary="Connect to an agent (consent to scopes)",
@@ -57,7 +57,7 @@ class RelationListCreateView(APIView):
                    responses={201: RelationOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
     def post(self, request: Request) -> Response:
         data = validated(RelationCreateInput, json_body(request))
-        relation = services.relation_create(user=request.user, agent_id=data["agent_id"],
+        relation = services.relation_create(user=acting_user(request), agent_id=data["agent_id"],
                                             granted_scopes=data["granted_scopes"])
         return Response(services.relation_payload(relation), status=status.HTTP_201_CREATED)
 

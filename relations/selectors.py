@@ -46,7 +46,7 @@ def relation_states(relations: Iterable[Relation]) -> dict[Any, RelationState]:
             for r in relations}
 
 
-def relations_of_user(*, user: Any) -> QuerySet[Relation]:
+def relations_of_user(*, user: User) -> QuerySet[Relation]:
     return Relation.objects.filter(user=user).select_related("agent", "user").order_by("-created_at")
 
 
@@ -58,11 +58,11 @@ def relation_get_for_user(*, relation_id: Any, user: Any) -> Relation:
     return relation
 
 
-def relation_live_for(*, user: Any, agent: Agent) -> Relation | None:
+def relation_live_for(*, user: User, agent: Agent) -> Relation | None:
     return Relation.objects.filter(user=user, agent=agent, revoked_at__isnull=True).first()
 
 
-def audience_windows(*, user: Any) -> list[tuple[Any, int, int | None]]:
+def audience_windows(*, user: User) -> list[tuple[Any, int, int | None]]:
     """(agent id, from event id, until event id) of each of the user's relations."""
     return [(agent_id, start, end) for agent_id, start, end in
             Relation.objects.filter(user=user).values_list("agent_id", "events_from_id", "events_until_id")]

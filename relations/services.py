@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.models import Agent
+from agents.models import Agent, AgentId
 from eventlog.services import Stamp, event_emit
 from hashee.errors import HasheeError
 from hashee_sdk.core.event_types import EventType
@@ -53,7 +54,7 @@ def _emit(relation: Relation, type: str, *, window_field: str | None = None) -> 
                       stamp=stamp).id
 
 
-def relation_create(*, user: Any, agent_id: Any, granted_scopes: list[str]) -> Relation:
+def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str]) -> Relation:
     """Consent: link a user and an agent with the scopes granted.
 
     Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, RELATION_EXISTS.

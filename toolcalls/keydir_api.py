@@ -31,7 +31,7 @@ from rest_framework.views import APIView
 from agents.auth import AgentPrincipal
 from agents.models import Agent
 from agents.selectors import agent_get_visible
-from hashee.api import ERROR, IsUser, json_body, validated
+from hashee.api import ERROR, IsUser, acting_user, json_body, validated
 from hashee.errors import HasheeError
 from hashee_sdk import wire
 from toolcalls.keydir_models import DeviceKey, RuntimeKey
@@ -192,7 +192,7 @@ class DeviceKeyListCreateView(APIView):
     def post(self, request: Request) -> Response:
         data = _valid(DeviceKeyInput, request)
         approval = data.pop("approval", None)
-        key, created = device_key_register(user=request.user, approval=Approval(**approval) if approval else None,
+        key, created = device_key_register(user=acting_user(request), approval=Approval(**approval) if approval else None,
                                            **data)
         return Response(device_key_data(key), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -204,7 +204,7 @@ class DeviceKeyDetailView(APIView):
                    responses={204: None, 401: ERROR, 403: ERROR, 404: ERROR},
                    description="Revoke this device's key: agents stop encrypting to it.")
     def delete(self, request: Request, device_id: str) -> Response:
-        device_key_revoke(user=request.user, device_id=device_id)
+        device_key_revoke(user=acting_user(request), device_id=device_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -218,7 +218,7 @@ class DeviceKeyApproveView(APIView):
                                "changes nothing.")
     def post(self, request: Request, device_id: str) -> Response:
         approval = Approval(**_valid(ApprovalInput, request))
-        return Response(device_key_data(device_key_approve(user=request.user, device_id=device_id,
+        return Response(device_key_data(device_key_approve(user=acting_user(request), device_id=device_id,
                                                            approval=approval)))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -39,7 +40,7 @@ class Approval:
     signature: str
 
 
-def device_key_register(*, user: Any, device_id: str, x25519_public: str, ed25519_public: str,
+def device_key_register(*, user: User, device_id: str, x25519_public: str, ed25519_public: str,
                         approval: Approval | None = None) -> tuple[DeviceKey, bool]:
     """Publish a device's keys; returns (key, created). The user's first device is approved
     on first use, a later one only with an ``approval`` (else it is pending). The same keys
@@ -73,7 +74,7 @@ def device_key_register(*, user: Any, device_id: str, x25519_public: str, ed2551
     return key, True
 
 
-def device_key_approve(*, user: Any, device_id: str, approval: Approval) -> DeviceKey:
+def device_key_approve(*, user: User, device_id: str, approval: Approval) -> DeviceKey:
     """Approve a pending device with an approved device's signature (a no-op when it is
     approved already). Raises NOT_FOUND, KEY_SIGNATURE_INVALID."""
     with transaction.atomic():
@@ -90,7 +91,7 @@ def device_key_approve(*, user: Any, device_id: str, approval: Approval) -> Devi
     return key
 
 
-def device_key_revoke(*, user: Any, device_id: str) -> None:
+def device_key_revoke(*, user: User, device_id: str) -> None:
     """Raises NOT_FOUND when the device has no live key."""
     with transaction.atomic():
         key = DeviceKey.objects.select_for_update().filter(user=user, device_id=device_id,
