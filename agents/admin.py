@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -70,6 +71,9 @@ class AgentAdminForm(forms.ModelForm):
     # The manifest version the form was opened at: the service refuses a save once another
     # version was published meanwhile (as the API's If-Match), so nothing is overwritten.
     opened_at_version = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
+    # When the agent was last changed as the form was opened: a save is refused once anything
+    # else changed meanwhile (a rename, a pause), not only the manifest.
+    opened_at = forms.CharField(required=False, widget=forms.HiddenInput)
 
     class Meta:
         model = Agent
@@ -79,6 +83,14 @@ class AgentAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk is not None and not self.instance._state.adding:
             self.fields["opened_at_version"].initial = self.instance.capability_manifest_version
+            self.fields["opened_at"].initial = self.instance.updated_at.isoformat()
+
+    def clean_opened_at(self) -> datetime | None:
+        raw = self.cleaned_data.get("opened_at") or ""
+        try:
+            return datetime.fromisoformat(raw) if raw else None
+        except ValueError:
+            raise forms.ValidationError("The form is damaged: open the agent again.") from None
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data.get("webhook_url") or ""
@@ -211,7 +223,7 @@ class AgentAdmin(admin.ModelAdmin):
                   if not change or name in form.changed_data}
         if change:
             services.agent_update(agent_id=obj.pk, actor=acting_user(request), expected_version=data.get("opened_at_version"),
-                                  **fields)
+                                  unchanged_since=data.get("opened_at"), **fields)
         else:
             obj.pk = services.agent_create(**fields)[0].pk
         status_changed = "status" in form.changed_data if change else data["status"] != Agent.Status.ENABLED

@@ -211,12 +211,16 @@ def agent_create(*, owner: User, name: str, description: str = "", capability_ma
 def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, description: str = UNSET,
                  capability_manifest: Any = UNSET, capability_manifest_signature: str | None = None,
                  webhook_url: str = UNSET, owner: Any = UNSET, expected_version: int | None = None,
+                 unchanged_since: datetime | None = None,
                  dry_run: bool = False) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Change an agent's fields and/or manifest under a row lock (gapless versions).
-    ``owner`` is for operators (the admin): the API does not offer it.
+    ``owner`` is for operators (the admin): the API does not offer it, nor
+    ``unchanged_since`` (the ``updated_at`` a form was opened at: any change since, of a
+    field or the status, refuses the save).
 
-    Raises VERSION_CONFLICT when ``expected_version`` is stale, MANIFEST_* when invalid,
-    MANIFEST_SIGNATURE_* when an identified agent's new manifest is unsigned or badly signed.
+    Raises VERSION_CONFLICT when ``expected_version`` or ``unchanged_since`` is stale,
+    MANIFEST_* when invalid, MANIFEST_SIGNATURE_* when an identified agent's new manifest is
+    unsigned or badly signed.
     """
     submission = (_submission(capability_manifest, capability_manifest_signature)
                   if capability_manifest is not UNSET else None)
@@ -224,6 +228,8 @@ def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, de
         with transaction.atomic():
             agent = Agent.objects.select_for_update().get(pk=agent_id)
             _version_check(agent, expected_version)
+            if unchanged_since is not None and agent.updated_at != unchanged_since:
+                raise HasheeError("VERSION_CONFLICT", f"Its last change was saved at {agent.updated_at:%Y-%m-%d %H:%M:%S} UTC.")
             if dry_run:
                 checked = submission.checked if submission else None
                 return agent, _preview(agent, checked, capability_manifest, capability_manifest_signature), None
@@ -365,7 +371,7 @@ def agent_set_status(*, agent: Agent, status: str, actor: User) -> Agent:
         locked = Agent.objects.select_for_update().get(pk=agent.pk)
         previous = locked.status
         if status != previous:
-            Agent.objects.filter(pk=agent.pk).update(status=status)
+            Agent.objects.filter(pk=agent.pk).update(status=status, updated_at=timezone.now())
             locked.status = status
             LogEntry.objects.log_actions(actor.pk, [locked], CHANGE, single_object=True,
                                          change_message=f"Status changed from {previous} to {status}.")

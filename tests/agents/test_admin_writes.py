@@ -33,6 +33,7 @@ def change_url(agent: Agent) -> str:
 def change_form(agent: Agent, **edits: Any) -> dict[str, Any]:
     return {"owner": agent.owner_id, "name": agent.name, "description": agent.description, "status": agent.status,
             "webhook_url": agent.webhook_url, "opened_at_version": str(agent.capability_manifest_version),
+            "opened_at": agent.updated_at.isoformat(),
             "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0", **edits}
 
 
@@ -49,6 +50,8 @@ def test_the_change_form_carries_the_version_it_was_opened_at(operator: Client, 
     page = operator.get(change_url(agent)).content.decode()
 
     assert 'name="opened_at_version" value="2"' in page
+    agent.refresh_from_db()
+    assert f'name="opened_at" value="{agent.updated_at.isoformat()}"' in page
 
 
 def test_a_stale_admin_save_shows_an_error_and_writes_nothing(operator: Client, agent: Agent, manifest: dict) -> None:
@@ -64,6 +67,39 @@ def test_a_stale_admin_save_shows_an_error_and_writes_nothing(operator: Client, 
     assert (agent.description, agent.status) == ("", "enabled")
     assert not Event.objects.filter(type="agent.status_changed").exists()
     assert not LogEntry.objects.exists()
+
+
+def test_a_rename_while_the_form_is_open_refuses_the_operators_save(operator: Client, agent: Agent,
+                                                                     alice_api: APIClient) -> None:
+    opened = change_form(agent, name="Operator's name", description="Edited by an operator")
+    assert alice_api.patch(f"/agents/{agent.pk}", {"name": "Alice's new name"}, format="json").status_code == 200
+
+    response = operator.post(change_url(agent), opened, follow=True)
+
+    assert "Nothing was saved: this agent changed since you opened it" in response.content.decode()
+    agent.refresh_from_db()
+    assert (agent.name, agent.description) == ("Alice's new name", "")
+
+
+def test_a_pause_while_the_form_is_open_refuses_the_operators_save(operator: Client, agent: Agent,
+                                                                   alice: User) -> None:
+    opened = change_form(agent, description="Edited by an operator")
+    services.agent_set_status(agent=Agent.objects.get(pk=agent.pk), status="paused", actor=alice)
+
+    response = operator.post(change_url(agent), opened, follow=True)
+
+    assert "Nothing was saved: this agent changed since you opened it" in response.content.decode()
+    agent.refresh_from_db()
+    assert (agent.status, agent.description) == ("paused", "")
+
+
+def test_a_damaged_opened_at_is_a_form_error_and_saves_nothing(operator: Client, agent: Agent) -> None:
+    response = operator.post(change_url(agent), change_form(agent, description="Edited", opened_at="yesterday"))
+
+    assert response.status_code == 200
+    assert "The form is damaged: open the agent again." in response.content.decode()
+    agent.refresh_from_db()
+    assert agent.description == ""
 
 
 def test_an_admin_save_at_the_current_version_is_saved_and_logged(operator: Client, agent: Agent,
