@@ -82,7 +82,7 @@ def json_body(request: Request) -> Any:
 
     A body that failed to parse fails the same way when read again: DRF keeps an empty
     form in its place after the first error, which a second reader would take for a body
-    (the relay's fast path reads first, and its fallback reads again).
+    (the messages view reads it to send, and again to count a tool call's answer).
     """
     if request.stream is None:
         raise HasheeError("MALFORMED_JSON", "The request body is empty; a JSON document is required.")
