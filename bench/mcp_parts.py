@@ -73,8 +73,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["bridge"]:
         from hashee_sdk import mcp_server
 
-        mcp_server.McpBridge = TimedBridge  # the bench's timed bridge in the server it runs
-        return mcp_server.main(argv[1:])
+        return mcp_server.main(argv[1:], bridge_class=TimedBridge)
     print("usage: mcp_parts.py bridge ARGS… | floor", file=sys.stderr)
     return 2
 

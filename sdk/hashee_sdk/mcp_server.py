@@ -78,7 +78,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return value
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = McpBridge) -> None:
     agent_key = os.environ["HASHEE_AGENT_KEY"]
     token = TokenSource.exchanging(args.url, agent_key)
     transport = HttpxTransport(args.url, token)
@@ -86,7 +86,7 @@ async def serve(args: argparse.Namespace) -> None:
     runtime = AgentRuntime(transport=transport, agent_id=args.agent_id, keys=runtime_keys(args.state_dir),
                            manifest=read_json(args.manifest), store=LocalStore(args.state_dir / "runtime.sqlite3"),
                            identity_key=read_json(args.identity_key) if args.identity_key else None)
-    bridge = McpBridge(runtime, args.relation, manifest_source=lambda: read_json(args.manifest),
+    bridge = bridge_class(runtime, args.relation, manifest_source=lambda: read_json(args.manifest),
                        call_timeout=args.call_timeout)
     connected = asyncio.Event()
     listener = asyncio.create_task(bridge.listen(args.url, token, connected=connected))
@@ -107,11 +107,13 @@ async def serve(args: argparse.Namespace) -> None:
         await transport.aclose()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, bridge_class: type[McpBridge] = McpBridge) -> int:
+    """The command; ``bridge_class`` serves the relation (a subclass of McpBridge may, e.g.,
+    add its own metrics)."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(serve(args))
+        asyncio.run(serve(args, bridge_class=bridge_class))
     except (SdkError, OSError, ValueError, TimeoutError) as exc:
         print(f"mcp_server: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
