@@ -13,7 +13,9 @@ The device round trip dominates a call and swings by tens of milliseconds on a s
 machine, so "what the bridge adds" is measured per call: the whole MCP call less the time
 the bridge spent in ``call_tool`` (which it reports in the result's ``_meta``). That is
 the bridge's own part; beside it, the floor of the official client and server themselves
-(a handler that answers at once) over the same transport. Bob's device runs in its own
+(a handler that answers at once) over the same transport: for stdio, the loop's pipes the
+bridge serves on (hashee_sdk.mcp_stdio), and for comparison the package's own
+thread-wrapped stdin and stdout. Bob's device runs in its own
 process, as on bob's machine. Target: the bridge adds under 2 ms at p95.
 """
 
@@ -198,8 +200,10 @@ async def run(world: dict[str, Any], url: str, state: Path) -> Samples:
         over_stdio = await stack.enter_async_context(stdio_bridge(world, url, state))
         floor_http = await stack.enter_async_context(http_floor())
         floor_stdio = await stack.enter_async_context(stdio_session(["floor"], {}))
+        floor_threads = await stack.enter_async_context(stdio_session(["floor-threads"], {}))
         return await interleaved({"direct": direct, "http": over_http, "stdio": over_stdio,
-                                  "floor_http": floor_http, "floor_stdio": floor_stdio})
+                                  "floor_http": floor_http, "floor_stdio": floor_stdio,
+                                  "floor_stdio_threads": floor_threads})
 
 
 def whole(samples: list[tuple[float, float]]) -> list[float]:
@@ -232,6 +236,7 @@ def main() -> None:
         print(row(f"MCP floor, {name}", floor))
         print(f"{'the bridge over the floor, ' + name:<44} median {(statistics.median(bridge) - statistics.median(floor)) * 1e3:+9.3f} ms"
               f"   p95 {(p95(bridge) - p95(floor)) * 1e3:+9.3f} ms")
+    print(row("MCP floor, stdio on the package's own streams", whole(samples["floor_stdio_threads"])))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ the stdio server it starts:
 
     python bench/mcp_parts.py bridge --relation … --manifest …   # hashee_sdk.mcp_server, timed
     python bench/mcp_parts.py floor                              # the official server, empty handler
+    python bench/mcp_parts.py floor-threads                      # … on the package's own stdio streams
 
 ``TimedBridge`` is the bridge, telling the client in each result's ``_meta`` how long the
 call spent in ``AgentRuntime.call_tool`` (the device round trip, which is not the
@@ -56,25 +57,29 @@ def floor_server() -> Server[Any]:
     return floor
 
 
-async def serve_floor_stdio() -> None:
+async def serve_floor_stdio(*, threads: bool) -> None:
+    """The floor over stdio: on the loop's pipes as the bridge serves (hashee_sdk.mcp_stdio),
+    or (``threads``) on the package's own thread-wrapped stdin and stdout."""
     from mcp.server.stdio import stdio_server
 
+    from hashee_sdk.mcp_stdio import stdio_streams
+
     floor = floor_server()
-    async with stdio_server() as (read, write):
+    async with (stdio_server() if threads else stdio_streams()) as (read, write):
         await floor.run(read, write, floor.create_initialization_options())
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["floor"]:
+    if argv[:1] in (["floor"], ["floor-threads"]):
         import anyio
 
-        anyio.run(serve_floor_stdio)
+        anyio.run(lambda: serve_floor_stdio(threads=argv[0] == "floor-threads"))
         return 0
     if argv[:1] == ["bridge"]:
         from hashee_sdk import mcp_server
 
         return mcp_server.main(argv[1:], bridge_class=TimedBridge)
-    print("usage: mcp_parts.py bridge ARGS… | floor", file=sys.stderr)
+    print("usage: mcp_parts.py bridge ARGS… | floor | floor-threads", file=sys.stderr)
     return 2
 
 

@@ -33,7 +33,6 @@ import mcp_types as types
 import uvicorn
 from mcp.server import InitializationOptions, NotificationOptions, Server, ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -51,6 +50,7 @@ from hashee_sdk.errors import (
     ToolNotDeclared,
 )
 from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.mcp_stdio import stdio_streams
 
 logger = logging.getLogger(__name__)
 # Events after which the list may differ: grants, re-consent, the manifest, a gap in the log.
@@ -197,8 +197,9 @@ class McpBridge(FrameConsumer):
                      since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last))
 
     async def serve_stdio(self) -> None:
-        """Serve one MCP client on this process's stdin and stdout until it closes them."""
-        async with stdio_server() as (read, write):
+        """Serve one MCP client on this process's stdin and stdout until it closes them (on
+        the event loop's pipes when they are pipes: :mod:`hashee_sdk.mcp_stdio`)."""
+        async with stdio_streams() as (read, write):
             await self.server.run(read, write, self.server.create_initialization_options())
 
     def http_app(self, *, host: str = "127.0.0.1", path: str = "/mcp") -> Any:
