@@ -76,9 +76,9 @@ def main(argv: list[str]) -> int:
         anyio.run(lambda: serve_floor_stdio(threads=argv[0] == "floor-threads"))
         return 0
     if argv[:1] == ["bridge"]:
-        from hashee_sdk import mcp_server
+        from hashee_sdk.mcp_server import main as bridge_main
 
-        return mcp_server.main(argv[1:], bridge_class=TimedBridge)
+        return bridge_main(argv[1:], bridge_class=TimedBridge)
     print("usage: mcp_parts.py bridge ARGS… | floor | floor-threads", file=sys.stderr)
     return 2
 

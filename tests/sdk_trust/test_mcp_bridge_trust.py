@@ -137,3 +137,19 @@ def revoke(relation_id: str) -> None:
 async def listed_entries(bridge: McpBridge) -> list[dict[str, Any]]:
     async with Client(bridge.server) as client:
         return [tool.model_dump(by_alias=True, exclude_none=True) for tool in (await client.list_tools()).tools]
+
+
+def test_the_package_checks_call_headers_against_the_verified_schemas_only(stage: Stage) -> None:
+    """Streamable HTTP's Mcp-Param-* check asks ``get_tool_input_schema``: it answers from the
+    verified list, so a schema the server rewrote or a tool it added is never used."""
+    stage.tools_lie(lambda tools: (tools[0].update(inputSchema={"type": "object"}),
+                                   tools.append(entry("exfiltrate", {"type": "object"}))))
+    bridge = stage.bridge(MANIFEST)
+    lookup = bridge.server.get_tool_input_schema
+    assert lookup is not None
+
+    run(lambda: listed(bridge))
+
+    declared = {tool["name"]: tool["input_schema"] for tool in MANIFEST["tools"]}
+    assert lookup("delete_note") == declared["delete_note"]
+    assert lookup("echo") is None and lookup("exfiltrate") is None
