@@ -2,7 +2,7 @@
 
 The official ``mcp`` package's ``stdio_server()`` reads and writes through
 ``anyio.wrap_file``: every line read, every write and every flush is a hop to a worker
-thread and back, 0.3–0.7 ms of a tools/call on 127.0.0.1 (bench/mcp_bridge.py). When
+thread and back, 0.3 to 0.7 ms of a tools/call on 127.0.0.1 (bench/mcp_bridge.py). When
 the MCP client gave us pipes or sockets, as clients that start a server do, this hands
 ``stdio_server()`` streams on asyncio's pipe transports instead: the same server and
 framing, no threads. It keeps the package's promise while serving: fd 0 reads the null

@@ -142,8 +142,11 @@ async def listed_entries(bridge: McpBridge) -> list[dict[str, Any]]:
 def test_the_package_checks_call_headers_against_the_verified_schemas_only(stage: Stage) -> None:
     """Streamable HTTP's Mcp-Param-* check asks ``get_tool_input_schema``: it answers from the
     verified list, so a schema the server rewrote or a tool it added is never used."""
-    stage.tools_lie(lambda tools: (tools[0].update(inputSchema={"type": "object"}),
-                                   tools.append(entry("exfiltrate", {"type": "object"}))))
+    def rewrite_echo_and_add_one(tools: list[dict[str, Any]]) -> None:
+        tools[0].update(inputSchema={"type": "object"})
+        tools.append(entry("exfiltrate", {"type": "object"}))
+
+    stage.tools_lie(rewrite_echo_and_add_one)
     bridge = stage.bridge(MANIFEST)
     lookup = bridge.server.get_tool_input_schema
     assert lookup is not None
