@@ -29,6 +29,7 @@ _REPLY_KEY_DOMAIN = b"hashee-reply-key-v1"
 ENVELOPE_V2_PREFIX = b"hashee-envelope-v2\n"
 DEVICE_APPROVAL_PREFIX = b"hashee-device-approval-v1\n"
 RUNTIME_KEY_PREFIX = b"hashee-agent-runtime-key-v1\n"
+CONSENT_PREFIX = b"hashee-consent-v1\n"
 # Any scalar will do: X25519 clamps it to a multiple of the cofactor 8, so the product
 # with a point of small order is the identity, which libsodium refuses.
 _PROBE_SCALAR = bytes([9]) + bytes(31)
