@@ -67,6 +67,9 @@ API_ERRORS: dict[str, ErrorCode] = _codes(
     ErrorCode("IDENTITY_KEY_EXISTS", 409, "Replacing an identity key needs the old key's rotation signature, or reset (SPEC §9.1)."),
     ErrorCode("KEY_SIGNATURE_INVALID", 400, "A published key lacks the signature its owner's identity (or an approving device) must give it (SPEC §9.2)."),
     ErrorCode("WEBHOOK_NOT_CONFIGURED", 409, "The agent has no webhook secret to rotate: set a webhook_url first."),
+    ErrorCode("CONSENT_SIGNATURE_INVALID", 400, "A consent statement that does not verify with a trusted device of the user, or whose fields differ from the request's (SPEC §9.6)."),
+    ErrorCode("CONSENT_OUT_OF_ORDER", 409, "A consent statement whose seq is not greater than the last one of this user for this agent (SPEC §9.6)."),
+    ErrorCode("IDENTITY_PROOF_INVALID", 400, "An identity key registered without a valid proof that its owner holds the private key (SPEC §9.1, v1.2)."),
     ErrorCode("KEY_LIMIT_REACHED", 409, "Too many live public keys (20 devices per user, 20 keys per agent); revoke one first."),
 )
 

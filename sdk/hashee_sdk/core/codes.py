@@ -49,5 +49,6 @@ DENIAL_REASONS: tuple[str, ...] = (
     "permission_revoked",
     "reauth_required",  # SPEC §9.3: the tool's scope waits for the user's re-consent
     "manifest_unverified",  # SPEC §9.3: the manifest does not verify, or the call names another one
+    "consent_unverified",  # SPEC §9.6: the newest verified consent statement does not give it
 )
 DENIAL_REASON_ALIASES: dict[str, str] = {"user_rejected": "user_refused"}
