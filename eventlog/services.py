@@ -36,7 +36,7 @@ WEBHOOK_TYPES = frozenset({
     EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED, EventType.RELATION_CREATED, EventType.RELATION_UPDATED,
     EventType.RELATION_REVOKED, EventType.MESSAGE_NEW, EventType.IDENTITY_CHANGED,
     # A runtime that only has a webhook still learns of every key it must (not) encrypt to.
-    EventType.DEVICE_PUBLISHED, EventType.DEVICE_APPROVED, EventType.DEVICE_REVOKED,
+    EventType.DEVICE_PUBLISHED, EventType.DEVICE_APPROVED, EventType.DEVICE_REVOKED, EventType.DEVICE_RESET,
 })
 
 

@@ -28,6 +28,9 @@ EVENT_TYPES: dict[EventType, str] = {
     EventType.DEVICE_PUBLISHED: "{device, relation_id?} — to the user; once approved, also to each related agent",
     EventType.DEVICE_APPROVED: "{device, relation_id?} — to the user and each related agent",
     EventType.DEVICE_REVOKED: "{device, relation_id?} — to the user (and related agents if it was approved)",
+    EventType.DEVICE_RESET: "{device, revoked_key_ids, relation_id?} — the user started again from a new root: every "
+                          "earlier device is revoked; to the user's sessions and each related agent (the "
+                          "relation's safety number changes)",
     EventType.RUNTIME_KEY_PUBLISHED: "{agent_id, key} — to the agent, its owner and its users",
     EventType.RUNTIME_KEY_REVOKED: "{agent_id, key} — to the agent, its owner and its users",
     EventType.IDENTITY_CHANGED: "{agent_id, kid, previous_kid, reset} (to the owner, the agent's users and observers)",

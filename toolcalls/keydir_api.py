@@ -104,6 +104,9 @@ class DeviceKeyInput(PublicKeysInput):
     device_id = serializers.RegexField(wire.DEVICE_ID_PATTERN, max_length=64,
                                        help_text="Chosen by the client, stable per device")
     approval = ApprovalInput(required=False, help_text="Needed for every device but the user's first")
+    reset = serializers.BooleanField(required=False, default=False, help_text=(
+        "Start again from this device as the new root: every other device is revoked, and the user's "
+        "sessions and the agents of their live relations are told (keys.device_reset)"))
 
 
 class AgentKeyInput(PublicKeysInput):
@@ -130,6 +133,7 @@ class DeviceKeyOutput(KeyOutput):
     approved_by_key_id = serializers.CharField(allow_null=True, help_text="null for the user's first device")
     approval = serializers.CharField(allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)
+    reset = serializers.BooleanField(help_text="true for a root published by a reset")
 
 
 class DeviceKeyListOutput(serializers.Serializer):
@@ -184,9 +188,12 @@ class DeviceKeyListCreateView(APIView):
         responses={201: DeviceKeyOutput, 200: OpenApiResponse(DeviceKeyOutput, description="Already registered"),
                    400: ERROR, 401: ERROR, 403: ERROR, 409: ERROR},
         description="Publish this device's public keys. The same keys again → 200; new keys for the same "
-                    "device_id replace the old ones (201). The user's first device is approved on first use; "
-                    "any other is `pending` (sent nothing) unless `approval` carries an approved device's "
-                    "signature (400 KEY_SIGNATURE_INVALID if it does not verify). At most 20 devices "
+                    "device_id replace the old ones (201). The user's very first device is approved on first "
+                    "use; any other is `pending` (sent nothing) unless `approval` carries an approved device's "
+                    "signature (400 KEY_SIGNATURE_INVALID if it does not verify) — also once every approved "
+                    "device is revoked. `reset: true` starts again from this device as the new root: every "
+                    "other device is revoked and the user's sessions and the agents of their live relations "
+                    "get `keys.device_reset` (the relations' safety numbers change). At most 20 devices "
                     "(409 KEY_LIMIT_REACHED).",
     )
     def post(self, request: Request) -> Response:

@@ -42,6 +42,8 @@ class DeviceKey(PublishedKeys):
                                           help_text="The approving device's key id; empty for a first device")
     approval = models.CharField(max_length=100, blank=True, default="",
                                 help_text="base64 Ed25519 signature of the approving device")
+    # A new root published by an explicit reset (every earlier device revoked, its agents told).
+    reset = models.BooleanField(default=False, help_text="This device became the user's root by a device reset")
 
     class Meta(PublishedKeys.Meta):
         constraints = [

@@ -41,12 +41,21 @@ class Approval:
 
 
 def device_key_register(*, user: User, device_id: str, x25519_public: str, ed25519_public: str,
-                        approval: Approval | None = None) -> tuple[DeviceKey, bool]:
-    """Publish a device's keys; returns (key, created). The user's first device is approved
-    on first use, a later one only with an ``approval`` (else it is pending). The same keys
-    again are a no-op; new keys for a known device replace its old ones (an approved
-    device's only with an approval). Raises KEY_LIMIT_REACHED, KEY_SIGNATURE_INVALID."""
+                        approval: Approval | None = None, reset: bool = False) -> tuple[DeviceKey, bool]:
+    """Publish a device's keys; returns (key, created). The user's very first device is
+    approved on first use, a later one only with an ``approval`` (else it is pending) — also
+    once every approved device is revoked: starting again from a new root is a ``reset``
+    (:func:`device_keys_reset`), never a silent first use. The same keys again are a no-op;
+    new keys for a known device replace its old ones (an approved device's only with an
+    approval). Raises KEY_LIMIT_REACHED, KEY_SIGNATURE_INVALID, VALIDATION_ERROR."""
     key_id = _key_id(x25519_public, ed25519_public)
+    if reset:
+        if approval is not None:
+            raise HasheeError("VALIDATION_ERROR", "A reset makes a new root: it takes no approval.",
+                              [{"path": "/reset", "code": "INVALID_VALUE",
+                                "message": "reset and approval exclude each other"}])
+        return device_keys_reset(user=user, device_id=device_id, x25519_public=x25519_public,
+                                 ed25519_public=ed25519_public), True
     with transaction.atomic():
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()  # one writer per user
         live = DeviceKey.objects.filter(user=user, revoked_at__isnull=True)
@@ -59,7 +68,9 @@ def device_key_register(*, user: User, device_id: str, x25519_public: str, ed255
             raise HasheeError("KEY_SIGNATURE_INVALID", "A new key for an approved device needs an approval signed by "
                               "its old key or another approved device; a device that lost its key is revoked "
                               "and published again.")
-        first = not live.filter(approved_at__isnull=False).exists()
+        # Trusted on first use only when the user never had a root: with a stolen hsk_ one
+        # could otherwise revoke every device and slip in a root of one's own, silently.
+        first = not DeviceKey.objects.filter(user=user, approved_at__isnull=False).exists()
         if current is not None:
             _device_revoke(current, tell=False)  # told below: the events are the last writes
         elif live.count() >= MAX_DEVICE_KEYS:
@@ -72,6 +83,27 @@ def device_key_register(*, user: User, device_id: str, x25519_public: str, ed255
             _device_event(current, EventType.DEVICE_REVOKED)
         _device_event(key, EventType.DEVICE_PUBLISHED)
     return key, True
+
+
+def device_keys_reset(*, user: User, device_id: str, x25519_public: str, ed25519_public: str) -> DeviceKey:
+    """Start again from a new root (every device lost, or taken): revoke every live device of
+    the user and publish this one as the root, trusted like a first device. Loud on purpose
+    — the user's sessions and every agent of a live relation get ``keys.device_reset`` and the
+    relation's safety number changes — since anyone holding the user's API key can do it.
+    Raises KEY_SIGNATURE_INVALID never (a reset has no approver)."""
+    key_id = _key_id(x25519_public, ed25519_public)
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        revoked = list(DeviceKey.objects.filter(user=user, revoked_at__isnull=True))
+        for old in revoked:
+            _device_revoke(old, tell=False)
+        key = DeviceKey.objects.create(user=user, device_id=device_id, key_id=key_id, x25519_public=x25519_public,
+                                       ed25519_public=ed25519_public, reset=True)
+        _approve(key, None, None)
+        for old in revoked:
+            _device_event(old, EventType.DEVICE_REVOKED)
+        _device_event(key, EventType.DEVICE_RESET, revoked_key_ids=[old.key_id for old in revoked])
+    return key
 
 
 def device_key_approve(*, user: User, device_id: str, approval: Approval) -> DeviceKey:
@@ -192,7 +224,7 @@ def device_key_data(key: DeviceKey) -> dict[str, Any]:
     return {"device_id": key.device_id, "key_id": key.key_id, "x25519_public": key.x25519_public,
             "ed25519_public": key.ed25519_public, "status": key.status,
             "approved_by_key_id": key.approved_by_key_id or None, "approval": key.approval or None,
-            "created_at": _iso(key.created_at), "approved_at": _iso(key.approved_at)}
+            "created_at": _iso(key.created_at), "approved_at": _iso(key.approved_at), "reset": key.reset}
 
 
 def runtime_key_data(key: RuntimeKey) -> dict[str, Any]:
@@ -206,14 +238,14 @@ def _iso(moment: Any) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment is not None else None
 
 
-def _device_event(key: DeviceKey, type: str) -> None:
+def _device_event(key: DeviceKey, type: str, **extra: Any) -> None:
     device = device_key_data(key)
-    event_emit(type=type, data={"device": device}, user_id=key.user_id)
+    event_emit(type=type, data={"device": device, **extra}, user_id=key.user_id)
     if key.approved_at is None:
         return  # a pending device concerns only its user
     relations = Relation.objects.filter(user_id=key.user_id, revoked_at__isnull=True).select_related("agent")
     for relation in relations:
-        event_emit(type=type, data={"relation_id": str(relation.pk), "device": device}, agent=relation.agent)
+        event_emit(type=type, data={"relation_id": str(relation.pk), "device": device, **extra}, agent=relation.agent)
 
 
 def _runtime_key_event(key: RuntimeKey, type: str) -> None:

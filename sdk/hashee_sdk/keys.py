@@ -171,13 +171,17 @@ class KeyDirectory:
             self._cache.pop(str(relation_id), None)
 
     async def register_device(self, device_id: str, keys: PublicKeys, *,
-                              approver: KeyPair | None = None) -> dict[str, Any]:
+                              approver: KeyPair | None = None, reset: bool = False) -> dict[str, Any]:
         """Publish a device's keys. The user's first device is trusted on first use; any
         other is pending until an approved device vouches for it: pass ``approver`` (that
-        device's keys, on the same machine) or call :meth:`approve_device` from it."""
+        device's keys, on the same machine) or call :meth:`approve_device` from it.
+        ``reset`` starts again from this device as the user's root (every other device is
+        revoked and every related agent told: the safety numbers change)."""
         body: dict[str, Any] = {"device_id": device_id, **keys.as_api()}
         if approver is not None:
             body["approval"] = _approval(approver, device_id, keys.key_id)
+        if reset:
+            body["reset"] = True
         return dict(await call_api(self.transport, "POST", "/keys/devices", json=body))
 
     async def approve_device(self, device_id: str, key_id: str, *, approver: KeyPair) -> dict[str, Any]:

@@ -49,3 +49,15 @@ def test_bob_revokes_a_device_and_mallory_cannot(bob: User, mallory: User) -> No
 
 def test_the_devices_page_needs_a_login() -> None:
     assert Client().get("/portal/devices/").status_code == 302
+
+
+def test_bob_sees_that_his_devices_were_reset(bob: User) -> None:
+    _publish(bob, "laptop")
+    tablet = KeyPair.generate()
+    device_key_register(user=bob, device_id="tablet", reset=True, **tablet.public.as_api())
+
+    page = browser_for(bob).get("/portal/devices/").content.decode()
+
+    rows = page.split('<tr data-device="')[1:]
+    assert [row.split('"')[0] for row in rows] == ["tablet"]
+    assert "reset" in rows[0] and "every earlier device was revoked and your agents were told" in rows[0]

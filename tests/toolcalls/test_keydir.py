@@ -43,7 +43,7 @@ def test_bob_publishes_a_device_key_and_reads_it_back(bob_api: APIClient) -> Non
     body = response.json()
     assert body["key_id"] == keys.key_id and body["device_id"] == "laptop"
     assert set(body) == {"device_id", "key_id", "x25519_public", "ed25519_public", "created_at", "status",
-                         "approved_by_key_id", "approval", "approved_at"}
+                         "approved_by_key_id", "approval", "approved_at", "reset"}
     assert (body["status"], body["approved_by_key_id"]) == ("approved", None)  # the first device: trusted on first use
     assert bob_api.get("/keys/devices").json()["devices"] == [body]
 

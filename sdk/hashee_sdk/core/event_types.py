@@ -19,6 +19,7 @@ class EventType(StrEnum):
     DEVICE_PUBLISHED = "keys.device_published"
     DEVICE_APPROVED = "keys.device_approved"
     DEVICE_REVOKED = "keys.device_revoked"
+    DEVICE_RESET = "keys.device_reset"  # a new root replaced every device of the user (visible on purpose)
     RUNTIME_KEY_PUBLISHED = "keys.agent_key_published"  # the wire keeps its first name
     RUNTIME_KEY_REVOKED = "keys.agent_key_revoked"
     IDENTITY_CHANGED = "agent.identity_changed"
