@@ -51,4 +51,14 @@ DENIAL_REASONS: tuple[str, ...] = (
     "manifest_unverified",  # SPEC §9.3: the manifest does not verify, or the call names another one
     "consent_unverified",  # SPEC §9.6: the newest verified consent statement does not give it
 )
+# Why a device dropped a message before the chain of SPEC §6, without answering it (audited,
+# so the user sees what was stopped): docs/wire-spec.md §4 steps 1-3.
+REFUSAL_REASONS: tuple[str, ...] = (
+    "envelope_invalid",  # the envelope does not open or verify
+    "untrusted_sender",  # signed by a key that is neither pinned nor vouched for
+    "identity_changed",  # the agent's identity is not the pinned one: nothing is believed until accepted
+    "call_malformed",  # a verified call without the fields of a tool call
+    "call_expired",  # past expires_at, signed in the future, or claiming to live too long
+    "call_replayed",  # (relation_id, call_id) seen before, even across a restart
+)
 DENIAL_REASON_ALIASES: dict[str, str] = {"user_rejected": "user_refused"}

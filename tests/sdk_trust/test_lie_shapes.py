@@ -1,0 +1,151 @@
+"""Every answer the SDKs trust, rewritten by shape (tests/sdk_trust/shapes.py): each place
+of each answer is dropped, nulled, zeroed, emptied, swapped for another party's or replayed
+from before. Whatever the lie, the device never runs what the honest server's state would
+not run, never crashes, and says why with a stable reason; the agent never seals a call to
+a key the user's devices did not vouch for."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from hashee_sdk import SdkError, ToolResult
+from hashee_sdk.core.codes import DENIAL_REASONS, REFUSAL_REASONS, TOOL_ERROR_CODES
+from hashee_sdk.rest import HttpResponse, Transport
+from tests.sdk.fakes import RELATION_ID
+from tests.sdk_trust.scene import Scene, run
+from tests.sdk_trust.shapes import MISSING, Lie, lies
+from tests.sdk_trust.test_lying_server import PASSWD, widened_path
+
+STABLE = frozenset(DENIAL_REASONS) | frozenset(REFUSAL_REASONS) | frozenset(TOOL_ERROR_CODES)
+
+
+class Recorder:
+    """Forwards to ``inner`` and keeps the latest answer to each GET path."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.answers: dict[str, Any] = {}
+
+    async def request(self, method: str, path: str, *, json: Any = None,
+                      headers: Any = None) -> HttpResponse:
+        response = await self.inner.request(method, path, json=json, headers=headers)
+        if method == "GET" and 200 <= response.status < 300:
+            self.answers[path] = copy.deepcopy(response.body)
+        return response
+
+
+@dataclass(frozen=True)
+class Case:
+    """A state the honest server reaches after bob's device first looked (a notify call),
+    the call the agent then makes, and whether the honest server's state lets it run."""
+
+    change: Callable[[Scene], dict[str, Any] | None]  # returns the manifest the agent calls under, if new
+    tool: str
+    arguments: dict[str, Any]
+    runs: bool
+
+
+def _breaking(scene: Scene) -> dict[str, Any]:
+    scene.server.publish(widened_path(), pending=["filesystem:read"])
+    return widened_path()
+
+
+def _revoke(scene: Scene) -> None:
+    scene.server.status = "revoked"
+
+
+def _withdraw_location(scene: Scene) -> None:
+    scene.server.granted.remove("location:read")
+
+
+CASES = {
+    "pending_reconsent": Case(_breaking, "read_file", {"path": PASSWD}, runs=False),
+    "revoked": Case(_revoke, "notify", {"title": "after revoke"}, runs=False),
+    "withdrawn_scope": Case(_withdraw_location, "locate", {}, runs=False),
+    "allowed": Case(lambda scene: None, "notify", {"title": "fine"}, runs=True),
+}
+
+
+def _stage(case: Case) -> tuple[Scene, Recorder, Recorder, Any]:
+    """Bob's device looks once (honest), then the server's state changes."""
+    scene = Scene()
+    user, agent = Recorder(scene.user_side.inner), Recorder(scene.agent_side.inner)
+    scene.user_side.inner, scene.agent_side.inner = user, agent
+    assert run(scene.call("notify", {"title": "first look"})) is not None
+    older = {"user": dict(user.answers), "agent": dict(agent.answers)}
+    manifest = case.change(scene)
+    if manifest is not None:
+        scene.agent = scene.runtime(manifest)
+    return scene, user, agent, older
+
+
+def _honest_answers(name: str) -> dict[str, dict[str, Any]]:
+    """The GET answers each side reads for the case's call, as the honest server gives them."""
+    case = CASES[name]
+    scene, user, agent, _ = _stage(case)
+    user.answers.clear()
+    agent.answers.clear()
+    scene.client._invalidate(RELATION_ID)
+    scene.client.keydir.forget()
+    scene.agent.keydir.forget()
+    run(scene.call(case.tool, case.arguments))
+    return {"user": dict(user.answers), "agent": dict(agent.answers)}
+
+
+def _params() -> list[Any]:
+    found = []
+    for name in CASES:
+        for side, answers in _honest_answers(name).items():
+            for path, body in answers.items():
+                for lie in lies(body):
+                    found.append(pytest.param(name, side, path, lie.pointer, lie.kind, id=f"{name}:{side}:{path}{lie}"))
+    return found
+
+
+def _lie_now(side: str, path: str, pointer: tuple[Any, ...], kind: str, older: dict[str, Any]) -> Callable[[Any], Any]:
+    """The rewrite of the live answer (keys are made anew in every scene: the lie is computed
+    on what the server answers now, and what it answered before the change)."""
+    def rewrite(body: Any) -> Any:
+        for lie in lies(body, older[side].get(path, MISSING)):
+            if lie.pointer == pointer and lie.kind == kind:
+                return Lie.apply(lie, body)
+        return body  # this answer has no such place (e.g. another read of the same path)
+    return rewrite
+
+
+@pytest.mark.parametrize(("name", "side", "path", "pointer", "kind"), _params())
+def test_a_lie_never_runs_what_the_honest_state_would_not(name: str, side: str, path: str,
+                                                          pointer: tuple[Any, ...], kind: str) -> None:
+    case = CASES[name]
+    scene, _, _, older = _stage(case)
+    ran_before, sealed_before = list(scene.handlers.calls), len(scene.server.messages)
+    liar = scene.user_side if side == "user" else scene.agent_side
+    liar.lie(path, _lie_now(side, path, pointer, kind, older))
+    scene.client._invalidate(RELATION_ID)
+    scene.client.keydir.forget()
+    scene.agent.keydir.forget()
+
+    try:
+        result: ToolResult | None = run(scene.call(case.tool, case.arguments))
+    except SdkError:  # the agent SDK refused to send (its own typed, named error)
+        result = None
+
+    ran = scene.handlers.calls[len(ran_before):]
+    if not case.runs:
+        assert ran == [], f"the lie made the device run {ran}"
+    else:
+        assert len(ran) <= 1
+    if result is not None and result.status != "ok":
+        assert result.reason in STABLE, result.reason
+    assert all(reason in STABLE for reason in scene.refusals()), scene.refusals()
+    if result is None or result.status != "ok":  # what was stopped is told, on one side or the other
+        assert scene.refusals() or result is not None or len(scene.server.messages) == sealed_before
+    for message in scene.server.messages[sealed_before:]:
+        if message["msg_subtype"] == "artifact_tool_call":
+            recipients = {copy_["recipient_key_id"] for copy_ in message["payload"]["copies"]}
+            assert recipients <= {scene.device.key_id}, "the agent sealed a call to a key bob never vouched for"
