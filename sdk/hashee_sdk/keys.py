@@ -148,6 +148,14 @@ class KeyDirectory:
         self._cache[str(relation_id)] = keys
         return keys
 
+    async def trusted_user_devices(self, relation_id: str) -> dict[str, PublicKeys]:
+        """The user's devices this side trusts for the relation (key id → keys): the pinned
+        first devices and those a chain of approvals leads to from them."""
+        if self.verify == USER:
+            return (await self.relation(relation_id)).user_keys()
+        body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
+        return _trusted_devices(relation_keys_from(body, now=self.clock()), self.pins).user_keys()
+
     async def identity(self, relation_id: str, agent_id: str) -> dict[str, str] | None:
         """The agent's identity as pinned for this relation (pinned on first sight); raises
         IdentityChanged when the server serves another one."""

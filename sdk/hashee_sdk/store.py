@@ -7,6 +7,9 @@ created with mode 0600:
 * the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
 * the **grants** first seen for each relation, and those the user confirmed since on this
   device: a scope the server reports as granted later is asked once more on the device;
+* the **newest consent statement** verified per relation (SPEC §9.6): nothing older or
+  unsigned is believed over it; and a **tombstone** for every relation seen revoked, which
+  stays revoked for this device whatever the server says later;
 * the **event cursor**: the last event id handled, so a restarted process resumes with
   ``?since=``.
 
@@ -18,8 +21,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from hashee_sdk import wire
 from hashee_sdk.crypto import PublicKeys
@@ -39,6 +43,10 @@ CREATE TABLE IF NOT EXISTS pinned_acknowledgements (
     relation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pinned_identities (
     relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS consent_statements (
+    relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, user_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    signed TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS revoked_relations (relation_id TEXT PRIMARY KEY);
 """
 
 
@@ -134,6 +142,38 @@ class LocalStore:
         self._db.execute("INSERT INTO pinned_identities (relation_id, agent_id, jwk) VALUES (?, ?, ?) "
                          "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, jwk = excluded.jwk",
                          (relation_id, agent_id, json.dumps(jwk)))
+
+    # --- consent statements and revocations (SPEC §9.6) ---------------------------------
+
+    def newest_consent(self, relation_id: str) -> dict[str, Any] | None:
+        """The newest verified ``{"statement", "signature"}`` of a relation, if any."""
+        row = self._db.execute("SELECT signed FROM consent_statements WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return dict(json.loads(row[0])) if row is not None else None
+
+    def remember_consent(self, relation_id: str, signed: Mapping[str, Any]) -> bool:
+        """Keep a *verified* statement if its ``seq`` is higher than the one kept; whether it was."""
+        statement = signed["statement"]
+        return bool(self._db.execute(
+            "INSERT INTO consent_statements (relation_id, agent_id, user_id, seq, signed) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, user_id = excluded.user_id, "
+            "seq = excluded.seq, signed = excluded.signed WHERE excluded.seq > consent_statements.seq",
+            (relation_id, statement["agent_id"], statement["user_id"], statement["seq"], json.dumps(dict(signed))),
+        ).rowcount)
+
+    def highest_consent_seq(self, agent_id: str, user_id: str) -> int:
+        """The highest ``seq`` this device has seen for that user and agent (0: none)."""
+        row = self._db.execute("SELECT max(seq) FROM consent_statements WHERE agent_id = ? AND user_id = ?",
+                               (agent_id, user_id)).fetchone()
+        return int(row[0] or 0)
+
+    def tombstone(self, relation_id: str) -> None:
+        """This relation was seen revoked: it stays revoked for this device."""
+        self._db.execute("INSERT OR IGNORE INTO revoked_relations (relation_id) VALUES (?)", (relation_id,))
+
+    def is_tombstoned(self, relation_id: str) -> bool:
+        return self._db.execute("SELECT 1 FROM revoked_relations WHERE relation_id = ?",
+                                (relation_id,)).fetchone() is not None
 
     # --- event cursor ----------------------------------------------------------------
 
