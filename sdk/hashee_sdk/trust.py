@@ -49,12 +49,11 @@ class ManifestVerifier:
         self._hashes: dict[tuple[str, int], str] = {}
 
     def verify(self, *, agent_id: str, version: Any, manifest: Any, stated_hash: Any,
-               signature: Any = None, identity: Mapping[str, str] | None = None,
-               signed_by_others: bool = False) -> VerifiedManifest:
+               signature: Any = None, identity: Mapping[str, str] | None = None) -> VerifiedManifest:
         """The manifest, verified; raises ManifestUnverified. With ``identity`` (the pinned
-        identity's public JWK) it must carry that identity's signature — unless
-        ``signed_by_others`` and its signature names another kid (a version published
-        before the identity was pinned, or under an earlier one)."""
+        identity's public JWK) it must carry that identity's signature: a version signed by
+        another key, or unsigned, is believed only where a caller has other backing for its
+        hash (the device's memory, a consent statement) and passes no identity."""
         if type(version) is not int or not isinstance(manifest, Mapping) or not isinstance(stated_hash, str):
             raise ManifestUnverified("the server sent no manifest, version or hash")
         try:
@@ -68,33 +67,21 @@ class ManifestVerifier:
         if seen != digest:
             raise ManifestUnverified(f"version {version} was served before with another hash")
         if identity is not None:
-            self.check_signature(data, signature=signature, identity=identity, signed_by_others=signed_by_others)
+            self.check_signature(data, signature=signature, identity=identity)
         return VerifiedManifest(agent_id, version, digest, manifest)
 
     @staticmethod
-    def check_signature(canonical: bytes, *, signature: Any, identity: Mapping[str, str],
-                        signed_by_others: bool = False) -> None:
+    def check_signature(canonical: bytes, *, signature: Any, identity: Mapping[str, str]) -> None:
         """SPEC §9.1: a detached JWS over the manifest's RFC 8785 bytes (``canonical``) by
         ``identity``."""
         kid = signing.jwk_thumbprint(identity)
         if not isinstance(signature, str) or not signature:
-            if signed_by_others:
-                return
             raise ManifestUnverified("the agent has an identity key and this manifest carries no signature")
-        if signed_by_others and _kid_of(signature) != kid:
-            return
         try:
             signing.verify_detached(signature, canonical, identity, kid=kid)
         except (signing.InvalidSignatureError, signing.InvalidKeyError) as exc:
             raise ManifestUnverified(f"the manifest's signature does not verify with the pinned identity: {exc}") \
                 from None
-
-
-def _kid_of(signature: str) -> Any:
-    try:
-        return signing.detached_parts(signature)[1].get("kid")
-    except signing.InvalidSignatureError:
-        return None
 
 
 class KeyPins:
