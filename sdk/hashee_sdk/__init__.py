@@ -66,6 +66,7 @@ from hashee_sdk.errors import (
     CallExpired,
     CallMalformed,
     CallReplayed,
+    ConsentUnverified,
     DecryptionFailed,
     EnvelopeError,
     MalformedEnvelope,
@@ -96,7 +97,8 @@ from hashee_sdk.views import RelationView
 
 __all__ = [
     "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry",
-    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Credential",
+    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "ConsentUnverified",
+    "Credential",
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",

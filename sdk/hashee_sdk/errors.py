@@ -73,6 +73,14 @@ class IdentityChanged(ManifestUnverified):
         self.served = served
 
 
+class ConsentUnverified(SdkError):
+    """SPEC §9.6: the newest consent statement this side verified does not give what a call
+    needs — the tool's scope, the manifest version it runs under, or a live relation. The
+    reason a device gives is ``consent_unverified``."""
+
+    reason = "consent_unverified"
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 
