@@ -174,7 +174,9 @@ class UserClient(FrameConsumer):
         self.is_group = is_group
         self.max_waiting_prompts = max_waiting_prompts
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=AGENT,
-                                                                     pins=KeyPins(self.store))
+                                                                     pins=KeyPins(self.store), device=keys.public)
+        if self.keydir.device is None:
+            self.keydir.device = keys.public
         self.views = RelationViews(keydir=self.keydir, clock=clock)
         self._views: dict[str, RelationView] = {}
         self._generation = 0  # bumped by every event that invalidates a view

@@ -22,7 +22,7 @@ from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.errors import ApiError, ManifestUnverified
-from hashee_sdk.keys import KeyDirectory, relation_keys_from, root_device
+from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.trust import ManifestVerifier, VerifiedManifest
 
@@ -150,15 +150,14 @@ class RelationViews:
                                     identity=identity, signed_by_others=True)
 
     async def safety_number(self, relation_id: str, identity: Mapping[str, str] | None) -> str | None:
-        """SPEC §9.2: the pinned identity's and the user's first device's fingerprints."""
-        if identity is None:
-            return None
-        root = root_device(await self.keydir.relation(relation_id))
-        if root is None:
+        """SPEC §9.2: the pinned identity's and the user's root device's fingerprints — the
+        root this device knows (docs/wire-spec.md §5), never the one the server lists."""
+        root = await self.keydir.root(relation_id) if identity is not None else None
+        if identity is None or root is None:
             return None
         agent_id = (await self.keydir.relation(relation_id)).agent_id
         return statements.safety_number(agent_id=agent_id, agent_identity=signing.b64url_decode(identity["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)
 
     async def accept_identity(self, transport: Transport, relation_id: str) -> None:
         """Pin the identity the server serves now (after the user accepted it)."""
@@ -172,8 +171,8 @@ class RelationViews:
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
                                   now=self.clock())
         served = await self.keydir.served_identity(keys.agent_id)
-        root = root_device(keys)
+        root = await self.keydir.root(relation_id)
         if served is None or root is None:
             return None
         return statements.safety_number(agent_id=keys.agent_id, agent_identity=signing.b64url_decode(served["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)
