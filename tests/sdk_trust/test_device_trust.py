@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hashee_sdk import KeyPair
+import pytest
+
+from hashee_sdk import AmbiguousRoot, KeyPair
 from tests.sdk.fakes import RELATION_ID, approval
 from tests.sdk_trust.lying import add_device
 from tests.sdk_trust.scene import Scene, run
@@ -61,3 +63,35 @@ def test_the_users_device_always_trusts_itself() -> None:
     scene.server.devices.clear()  # the server hides every device
 
     assert set(run(scene.client.keydir.trusted_user_devices(RELATION_ID))) == {scene.device.key_id}
+
+
+# --- hole 2: a second "first device" -----------------------------------------------------------
+
+
+def test_a_second_first_device_at_the_agents_first_look_gets_no_copy_and_nothing_runs(
+        caplog: pytest.LogCaptureFixture) -> None:
+    scene = Scene()
+    operator_row = KeyPair.generate()  # one DeviceKey row by an operator, approved by no device
+    scene.server.publish_device("operator-row", operator_row)
+
+    with pytest.raises(AmbiguousRoot):
+        run(scene.call("read_file", {"path": "/etc/passwd"}))
+
+    assert scene.server.messages == [] and scene.handlers.calls == []
+    assert "first devices" in caplog.text
+    with pytest.raises(AmbiguousRoot):  # and it stays refused: nothing was pinned
+        run(scene.call("notify", {"title": "again"}))
+
+
+def test_the_root_each_side_makes_its_safety_number_from_is_the_users_one() -> None:
+    scene = Scene()
+    run(scene.call("notify", {"title": "pins the laptop"}))
+    operator_row = KeyPair.generate()
+    scene.server.devices.insert(0, listed("operator-row", operator_row))  # listed first from now on
+    scene.agent.keydir.forget()
+    scene.client.keydir.forget()
+
+    assert run(scene.agent.keydir.root(RELATION_ID)) == scene.device.public
+    assert run(scene.client.keydir.root(RELATION_ID)) == scene.device.public
+    assert run(scene.call("notify", {"title": "b"})) is not None
+    assert sealed_to(scene, -2) == [scene.device.key_id]
