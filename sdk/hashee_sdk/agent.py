@@ -62,7 +62,7 @@ from hashee_sdk.errors import (
     WrongRecipient,
 )
 from hashee_sdk.events import FrameConsumer, listen
-from hashee_sdk.keys import KeyDirectory, root_device
+from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
 from hashee_sdk.store import LocalStore
@@ -171,15 +171,15 @@ class AgentRuntime(FrameConsumer):
 
     async def safety_number(self, relation_id: str) -> str | None:
         """The relation's safety number as this side sees it (the agent's identity and the
-        user's first trusted device), for the owner to compare with the user's; None when
-        the agent has no identity key."""
+        user's root device this runtime pinned at its first look), for the owner to compare
+        with the user's; None when the agent has no identity key. Raises AmbiguousRoot."""
         identity = (signing.public_of(self.identity_key) if self.identity_key is not None
                     else await self.keydir.served_identity(self.agent_id))
-        root = root_device(await self.keydir.relation(str(relation_id)))
+        root = await self.keydir.root(str(relation_id))
         if identity is None or root is None:
             return None
         return statements.safety_number(agent_id=self.agent_id, agent_identity=signing.b64url_decode(identity["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)
 
     def validate(self, name: str, arguments: Any) -> CompiledTool:
         """The declared tool; raises ToolNotDeclared or ArgumentsInvalid (with details)."""
@@ -300,7 +300,7 @@ class AgentRuntime(FrameConsumer):
             return
         relation_id = str(relation.get("relation_id"))
         try:
-            devices = await self.keydir.trusted_user_devices(relation_id)
+            devices = (await self.keydir.relation(relation_id)).user_keys()  # the trusted ones only
         except ApiError as exc:
             logger.warning("relation %s: the consent statement is not checked: %s", relation_id, exc.code)
             return

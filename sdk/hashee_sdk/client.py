@@ -175,8 +175,10 @@ class UserClient(FrameConsumer):
         self.is_group = is_group
         self.max_waiting_prompts = max_waiting_prompts
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=AGENT,
-                                                                     pins=KeyPins(self.store))
-        self.views = RelationViews(keydir=self.keydir, clock=clock, own_devices={keys.key_id: keys.public})
+                                                                     pins=KeyPins(self.store), device=keys.public)
+        if self.keydir.device is None:
+            self.keydir.device = keys.public
+        self.views = RelationViews(keydir=self.keydir, clock=clock)
         self._reported: set[tuple[str, str]] = set()  # (relation, problem) already told to the user
         self._views: dict[str, RelationView] = {}
         self._generation = 0  # bumped by every event that invalidates a view
@@ -259,7 +261,7 @@ class UserClient(FrameConsumer):
         """Revoke a relation (``DELETE``) with a signed revocation. It is revoked for this
         device at once, whatever the server answers now or later. Raises ApiError."""
         relation_id = str(relation_id)
-        self.store.tombstone(relation_id)
+        self.store.tombstone_relation(relation_id)
         self._invalidate(relation_id)
         relation, current = await self._verified_current(relation_id)
         signed = self._sign(str(relation["agent_id"]), str(relation.get("user")), [], current, revoked=True)
@@ -293,7 +295,7 @@ class UserClient(FrameConsumer):
         """The server accepted a statement this device signed: it is the newest verified one."""
         self.views.consents.remember(relation_id, signed)
         if signed["statement"]["revoked"]:
-            self.store.tombstone(relation_id)
+            self.store.tombstone_relation(relation_id)
         else:
             self.store.confirm_grants(relation_id, signed["statement"]["granted_scopes"])
         self._invalidate(relation_id)
@@ -343,7 +345,7 @@ class UserClient(FrameConsumer):
         kept if it is the newest), so a later answer that drops it changes nothing."""
         relation_id = str(relation.get("relation_id"))
         if kind == EventType.RELATION_REVOKED:
-            self.store.tombstone(relation_id)
+            self.store.tombstone_relation(relation_id)
         if relation.get("consent_statement") is None:
             return
         try:

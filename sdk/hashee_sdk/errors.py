@@ -194,6 +194,11 @@ class NoRecipientKey(SdkError):
     """The relation's other party has published no (trusted) key to encrypt to."""
 
 
+class AmbiguousRoot(NoRecipientKey):
+    """At an agent runtime's first look the directory lists several first devices for the
+    user (one was slipped in): a user has one root, so none is trusted nor sealed to."""
+
+
 class ManifestNotPublished(SdkError):
     """The runtime's manifest is not the agent's published one: a call under it would name a
     manifest the user never saw, and every device would deny it ``manifest_unverified``."""

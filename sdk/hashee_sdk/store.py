@@ -5,6 +5,13 @@ created with mode 0600:
   the call's ``expires_at``, so a call replayed after a restart is refused, not run again;
 * the **pinned keys** (SPEC §9.2): the other party's keys first seen per relation;
 * the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
+* the user's **root device**: per relation on an agent runtime (the one unapproved device
+  of its first look), per device on a user's device (the root it knows); the safety
+  number is made from it, never from the server's listing;
+* the **tombstones**: keys once trusted that the directory stopped listing (revoked),
+  never trusted again;
+* the **agent of each runtime key** trusted for an agent without identity, so a key can
+  only ever speak for the agent it was first seen for;
 * the **grants** first seen for each relation, and those the user confirmed since on this
   device: a scope the server reports as granted later is asked once more on the device;
 * the **newest consent statement** verified per relation (SPEC §9.6): nothing older or
@@ -47,6 +54,13 @@ CREATE TABLE IF NOT EXISTS consent_statements (
     relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, user_id TEXT NOT NULL, seq INTEGER NOT NULL,
     signed TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS revoked_relations (relation_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS pinned_roots (
+    relation_id TEXT PRIMARY KEY, x25519 TEXT NOT NULL, ed25519 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS device_roots (
+    device_key_id TEXT PRIMARY KEY, x25519 TEXT NOT NULL, ed25519 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tombstoned_keys (
+    relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
+CREATE TABLE IF NOT EXISTS agent_key_owners (key_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL);
 """
 
 
@@ -62,6 +76,10 @@ def connect_private(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def _keys(row: tuple[str, str]) -> PublicKeys:
+    return PublicKeys.from_raw(wire.b64decode(row[0]), wire.b64decode(row[1]))
+
+
 class LocalStore:
     """The local state of one device or runtime; ``path`` is a SQLite file or ``:memory:``."""
 
@@ -69,6 +87,12 @@ class LocalStore:
         self.path = str(path)
         self._db = connect_private(path)
         self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def in_memory(cls) -> LocalStore:
+        """A store that forgets everything with the object (tests, throwaway runs): a restart
+        then replays calls and trusts keys on first sight again."""
+        return cls(":memory:")
 
     # --- replay record ---------------------------------------------------------------
 
@@ -167,13 +191,62 @@ class LocalStore:
                                (agent_id, user_id)).fetchone()
         return int(row[0] or 0)
 
-    def tombstone(self, relation_id: str) -> None:
+    def tombstone_relation(self, relation_id: str) -> None:
         """This relation was seen revoked: it stays revoked for this device."""
         self._db.execute("INSERT OR IGNORE INTO revoked_relations (relation_id) VALUES (?)", (relation_id,))
 
-    def is_tombstoned(self, relation_id: str) -> bool:
+    def relation_tombstoned(self, relation_id: str) -> bool:
         return self._db.execute("SELECT 1 FROM revoked_relations WHERE relation_id = ?",
                                 (relation_id,)).fetchone() is not None
+    # --- roots, tombstones and key owners (SPEC §9.2, docs/wire-spec.md §3) ------------
+
+    def pinned_root(self, relation_id: str) -> PublicKeys | None:
+        """The user's root device an agent runtime pinned for this relation."""
+        row = self._db.execute("SELECT x25519, ed25519 FROM pinned_roots WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return _keys(row) if row is not None else None
+
+    def pin_root(self, relation_id: str, keys: PublicKeys) -> None:
+        """Pin the root (once: a pinned root is never replaced) and trust its key."""
+        self._db.execute("INSERT OR IGNORE INTO pinned_roots (relation_id, x25519, ed25519) VALUES (?, ?, ?)",
+                         (relation_id, wire.b64encode(keys.x25519), wire.b64encode(keys.ed25519)))
+
+    def device_root(self, device_key_id: str) -> PublicKeys | None:
+        """The root device of the user as the device holding ``device_key_id`` knows it."""
+        row = self._db.execute("SELECT x25519, ed25519 FROM device_roots WHERE device_key_id = ?",
+                               (device_key_id,)).fetchone()
+        return _keys(row) if row is not None else None
+
+    def set_device_root(self, device_key_id: str, keys: PublicKeys) -> None:
+        """Remember the device's root (once: it is never replaced)."""
+        self._db.execute("INSERT OR IGNORE INTO device_roots (device_key_id, x25519, ed25519) VALUES (?, ?, ?)",
+                         (device_key_id, wire.b64encode(keys.x25519), wire.b64encode(keys.ed25519)))
+
+    def tombstoned(self, relation_id: str, party: str) -> frozenset[str]:
+        rows = self._db.execute("SELECT key_id FROM tombstoned_keys WHERE relation_id = ? AND party = ?",
+                                (relation_id, party)).fetchall()
+        return frozenset(key_id for (key_id,) in rows)
+
+    def tombstone(self, relation_id: str, party: str, key_ids: Iterable[str]) -> None:
+        """Unpin these keys for good: a key revoked once is never trusted again."""
+        rows = [(relation_id, party, key_id) for key_id in key_ids]
+        self._db.executemany("INSERT OR IGNORE INTO tombstoned_keys (relation_id, party, key_id) VALUES (?, ?, ?)",
+                             rows)
+        self._db.executemany("DELETE FROM pinned_keys WHERE relation_id = ? AND party = ? AND key_id = ?", rows)
+
+    def agent_key_owner(self, key_id: str) -> str | None:
+        """The agent a runtime key was first trusted for (agents without identity)."""
+        row = self._db.execute("SELECT agent_id FROM agent_key_owners WHERE key_id = ?", (key_id,)).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def agent_keys_of(self, agent_id: str) -> frozenset[str]:
+        rows = self._db.execute("SELECT key_id FROM agent_key_owners WHERE agent_id = ?", (agent_id,)).fetchall()
+        return frozenset(key_id for (key_id,) in rows)
+
+    def own_agent_keys(self, agent_id: str, key_ids: Iterable[str]) -> None:
+        """Record the agent these runtime keys speak for (the first one recorded stays)."""
+        self._db.executemany("INSERT OR IGNORE INTO agent_key_owners (key_id, agent_id) VALUES (?, ?)",
+                             [(key_id, agent_id) for key_id in key_ids])
 
     # --- event cursor ----------------------------------------------------------------
 

@@ -112,33 +112,58 @@ class KeyPins:
 
     # --- keys -------------------------------------------------------------------------
 
+    def first_look(self, relation_id: str, party: str) -> bool:
+        """Whether nothing of ``party`` was ever trusted here (no pin, no tombstone)."""
+        return not self.store.pinned(relation_id, party) and not self.store.tombstoned(relation_id, party)
+
     def filter(self, relation_id: str, party: str, listed: Sequence[PublicKeys], *,
                vouch: Voucher | None = None, pin_first: bool = True) -> tuple[list[PublicKeys], list[str]]:
         """(trusted keys among ``listed``, ids of refused ones). The first non-empty listing
         of a relation is pinned whole when ``pin_first``; a key not pinned is trusted when
         ``vouch`` says it is vouched for by the keys trusted so far (chains are followed),
-        and is then pinned too."""
-        pinned = self.store.pinned(relation_id, party)
-        if not pinned and pin_first:
+        and is then pinned too. A pinned key the listing leaves out (revoked) is tombstoned
+        first: it and whatever only it vouches for are never trusted again."""
+        first = self.first_look(relation_id, party)
+        pinned = self._tombstone_unlisted(relation_id, party, listed)
+        dead = self.store.tombstoned(relation_id, party)
+        if first and pin_first:
             self.store.pin(relation_id, party, listed)
             return list(listed), []
         trusted = {k.key_id: k for k in listed if k.key_id in pinned}
         trusted_or_pinned = {**pinned, **trusted}
         waiting = [k for k in listed if k.key_id not in trusted]
-        while vouch is not None and waiting:  # until no further key is vouched for
-            vouched = [k for k in waiting if vouch(k, trusted_or_pinned)]
+        candidates = [k for k in waiting if k.key_id not in dead]
+        while vouch is not None and candidates:  # until no further key is vouched for
+            vouched = [k for k in candidates if vouch(k, trusted_or_pinned)]
             if not vouched:
                 break
             for keys in vouched:
                 trusted[keys.key_id] = trusted_or_pinned[keys.key_id] = keys
-            waiting = [k for k in waiting if k.key_id not in trusted]
+            candidates = [k for k in candidates if k.key_id not in trusted]
+        waiting = [k for k in waiting if k.key_id not in trusted]
         newly = [k for k in trusted.values() if k.key_id not in pinned]
         if newly:
             self.store.pin(relation_id, party, newly)
         if waiting:
             logger.warning("relation %s: %d %s key(s) the directory lists are not trusted (not pinned, not vouched "
-                           "for) and are ignored", relation_id, len(waiting), party)
+                           "for, or revoked before) and are ignored", relation_id, len(waiting), party)
         return [k for k in listed if k.key_id in trusted], [k.key_id for k in waiting]
+
+    def _tombstone_unlisted(self, relation_id: str, party: str, listed: Sequence[PublicKeys]) -> dict[str, PublicKeys]:
+        """The pinned keys still listed; the others are tombstoned (the directory lists live
+        keys only: one it stopped listing was revoked)."""
+        pinned = self.store.pinned(relation_id, party)
+        listed_ids = {k.key_id for k in listed}
+        gone = [key_id for key_id in pinned if key_id not in listed_ids]
+        if gone:
+            logger.warning("relation %s: %d pinned %s key(s) are no longer listed (revoked): never trusted again",
+                           relation_id, len(gone), party)
+            self.store.tombstone(relation_id, party, gone)
+        return {key_id: keys for key_id, keys in pinned.items() if key_id in listed_ids}
+
+    def tombstone(self, relation_id: str, party: str, key_ids: Sequence[str]) -> None:
+        """A key the server says was revoked (an event): never trusted again here."""
+        self.store.tombstone(relation_id, party, key_ids)
 
     def accept(self, relation_id: str, party: str, keys: PublicKeys) -> None:
         """Trust a key the user accepted out of band (e.g. after comparing safety numbers)."""

@@ -33,9 +33,8 @@ from hashee_sdk.consent_memory import Believed, ConsentMemory, acknowledgement_o
 from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
-from hashee_sdk.crypto import PublicKeys
 from hashee_sdk.errors import ApiError, ManifestUnverified
-from hashee_sdk.keys import KeyDirectory, relation_keys_from, root_device
+from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.trust import ManifestVerifier, VerifiedManifest
 
@@ -88,13 +87,11 @@ class RelationViews:
     """Fetches and verifies relation views for one client (it remembers manifest versions),
     through the client's transport of the moment."""
 
-    def __init__(self, *, keydir: KeyDirectory, clock: Callable[[], float] = time.time,
-                 own_devices: Mapping[str, PublicKeys] | None = None) -> None:
+    def __init__(self, *, keydir: KeyDirectory, clock: Callable[[], float] = time.time) -> None:
         self.keydir = keydir
         self.clock = clock
         self.verifier = ManifestVerifier()
         self.consents = ConsentMemory(keydir.pins.store)
-        self.own_devices = dict(own_devices or {})  # this device: its own statements verify
 
     async def fetch(self, transport: Transport, relation_id: str) -> RelationView:
         """The relation as the server states it, verified: a manifest that does not verify
@@ -133,7 +130,7 @@ class RelationViews:
         server serves now included if it verifies with a trusted device of the user."""
         served = relation.get("consent_statement")
         devices = await self.keydir.trusted_user_devices(relation_id) if served is not None else {}
-        return self.consents.believe(relation_id, served, devices={**devices, **self.own_devices},
+        return self.consents.believe(relation_id, served, devices=devices,
                                      agent_id=agent_id, user_id=relation.get("user"))
 
     def _revocation(self, relation_id: str, relation: Mapping[str, Any],
@@ -143,8 +140,8 @@ class RelationViews:
         store = self.keydir.pins.store
         revoked = relation.get("status") == "revoked"
         if revoked or (statement is not None and statement["revoked"]):
-            store.tombstone(relation_id)
-        return {"revoked": revoked, "consent_revoked": not revoked and store.is_tombstoned(relation_id)}
+            store.tombstone_relation(relation_id)
+        return {"revoked": revoked, "consent_revoked": not revoked and store.relation_tombstoned(relation_id)}
 
     def current(self, agent_id: str, agent: Mapping[str, Any], identity: Mapping[str, str] | None) -> VerifiedManifest:
         """The agent's current manifest as ``GET /agents/{id}`` serves it, verified."""
@@ -256,15 +253,14 @@ class RelationViews:
                                     identity=None if known else identity)
 
     async def safety_number(self, relation_id: str, identity: Mapping[str, str] | None) -> str | None:
-        """SPEC §9.2: the pinned identity's and the user's first device's fingerprints."""
-        if identity is None:
-            return None
-        root = root_device(await self.keydir.relation(relation_id))
-        if root is None:
+        """SPEC §9.2: the pinned identity's and the user's root device's fingerprints — the
+        root this device knows (docs/wire-spec.md §5), never the one the server lists."""
+        root = await self.keydir.root(relation_id) if identity is not None else None
+        if identity is None or root is None:
             return None
         agent_id = (await self.keydir.relation(relation_id)).agent_id
         return statements.safety_number(agent_id=agent_id, agent_identity=signing.b64url_decode(identity["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)
 
     async def accept_identity(self, transport: Transport, relation_id: str) -> None:
         """Pin the identity the server serves now (after the user accepted it)."""
@@ -278,8 +274,8 @@ class RelationViews:
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
                                   now=self.clock())
         served = await self.keydir.served_identity(keys.agent_id)
-        root = root_device(keys)
+        root = await self.keydir.root(relation_id)
         if served is None or root is None:
             return None
         return statements.safety_number(agent_id=keys.agent_id, agent_identity=signing.b64url_decode(served["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)

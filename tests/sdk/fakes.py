@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from hashee_sdk import KeyPair, PublicKeys
+from hashee_sdk import KeyPair, PublicKeys, statements
 from hashee_sdk.consent_statements import ConsentInvalid, verify_consent
 from hashee_sdk.core import signing
 from hashee_sdk.core.canonical import canonical_hash
@@ -63,6 +63,14 @@ def typed_manifest() -> dict[str, Any]:
     return typed
 
 
+def approval(device_id: str, keys: KeyPair, approver: KeyPair | None) -> dict[str, Any]:
+    """The listing's approval fields of a device approved by ``approver`` (none: a first device)."""
+    if approver is None:
+        return {"approved_by_key_id": None, "approval": None}
+    return {"approved_by_key_id": approver.key_id,
+            "approval": statements.approve_device(approver, device_id=device_id, key_id=keys.key_id)}
+
+
 class FakeServer:
     """Routes the few endpoints the SDK uses; messages become ``message.new`` frames."""
 
@@ -98,9 +106,11 @@ class FakeServer:
     def transport(self, party: str) -> FakeTransport:
         return FakeTransport(self, party)
 
-    def publish_device(self, device_id: str, keys: KeyPair) -> None:
+    def publish_device(self, device_id: str, keys: KeyPair, *, approver: KeyPair | None = None) -> None:
+        """A device of the user; without ``approver`` a first device (a user has one)."""
         self.devices.append({"device_id": device_id, **keys.public.as_api(), "key_id": keys.key_id,
-                             "created_at": f"2026-01-01T00:00:{len(self.devices):02d}Z"})
+                             "created_at": f"2026-01-01T00:00:{len(self.devices):02d}Z", **approval(device_id, keys,
+                                                                                                     approver)})
 
     def relation(self) -> dict[str, Any]:
         """The relation as the API (and its events) return it."""
