@@ -127,8 +127,12 @@ class FakeServer:
                 "data": {"relation": copy.deepcopy(self.relation())}}
 
     def give_identity(self, private_jwk: dict[str, str]) -> None:
-        """The agent gets an identity key (SPEC §9.1): versions published from now on are signed."""
+        """The agent gets an identity key (SPEC §9.1): its runtime keys are vouched for by it,
+        and versions published from now on are signed."""
         self.identity = private_jwk
+        for key in self.agent_keys:
+            key["identity_signature"] = statements.sign_runtime_key(private_jwk, agent_id=AGENT_ID,
+                                                                    key_id=key["key_id"])
 
     def publish_agent(self, keys: KeyPair) -> None:
         self.agent_keys.append({**keys.public.as_api(), "key_id": keys.key_id, "created_at": "2026-01-01T00:00:00Z"})
