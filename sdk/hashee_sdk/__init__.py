@@ -46,7 +46,7 @@ A tool runtime that must not hold the agent key uses short-lived ``hat_`` tokens
     async with Agent(url, tokens, agent_id=AGENT_ID, keystore=store) as agent: ...
 
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
-ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ResultInvalid (a result that breaks
+ToolNotDeclared, ManifestNotPublished, NoRecipientKey (AmbiguousRoot), ResultInvalid (a result that breaks
 the tool's output_schema), TokenExchangeRefused (a revoked key ends renewal), ApiError, and the EnvelopeError family for refused envelopes.
 """
 
@@ -61,12 +61,14 @@ from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.device_tools import desktop_tools
 from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from hashee_sdk.errors import (
+    AmbiguousRoot,
     ApiError,
     ArgumentsInvalid,
     BadSignature,
     CallExpired,
     CallMalformed,
     CallReplayed,
+    ConsentUnverified,
     DecryptionFailed,
     EnvelopeError,
     MalformedEnvelope,
@@ -97,8 +99,10 @@ from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 from hashee_sdk.views import RelationView
 
 __all__ = [
-    "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry",
-    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Credential",
+    "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "AmbiguousRoot", "ApiError", "ArgumentsInvalid",
+    "AuditEntry",
+    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "ConsentUnverified",
+    "Credential",
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",

@@ -29,7 +29,7 @@ MAX_SAFE_INTEGER: Final = 2**53 - 1
 _HEX64 = frozenset("0123456789abcdef")
 
 
-class ConsentInvalid(SdkError):
+class ConsentInvalid(SdkError):  # noqa: N818 - named as the SDK's other errors
     """A consent statement that is malformed, or whose signature does not verify."""
 
 

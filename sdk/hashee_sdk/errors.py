@@ -73,6 +73,14 @@ class IdentityChanged(ManifestUnverified):
         self.served = served
 
 
+class ConsentUnverified(SdkError):
+    """SPEC §9.6: the newest consent statement this side verified does not give what a call
+    needs — the tool's scope, the manifest version it runs under, or a live relation. The
+    reason a device gives is ``consent_unverified``."""
+
+    reason = "consent_unverified"
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 
@@ -184,6 +192,11 @@ class ResultInvalid(SdkError):
 
 class NoRecipientKey(SdkError):
     """The relation's other party has published no (trusted) key to encrypt to."""
+
+
+class AmbiguousRoot(NoRecipientKey):
+    """At an agent runtime's first look the directory lists several first devices for the
+    user (one was slipped in): a user has one root, so none is trusted nor sealed to."""
 
 
 class ManifestNotPublished(SdkError):

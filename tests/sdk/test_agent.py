@@ -207,7 +207,7 @@ def test_the_call_is_sealed_to_every_device_of_the_user_unless_one_is_named(devi
                                                                            expected: list[str]) -> None:
     world = World()
     phone = KeyPair.generate()
-    world.server.publish_device("phone", phone)
+    world.server.publish_device("phone", phone, approver=world.device)
     keys = {"laptop": world.device.key_id, "phone": phone.key_id}
 
     async def scenario() -> None:
@@ -226,7 +226,7 @@ def test_the_call_is_sealed_to_every_device_of_the_user_unless_one_is_named(devi
 def test_the_first_answer_wins_and_the_reply_key_is_dropped() -> None:
     world = World()
     phone = KeyPair.generate()
-    world.server.publish_device("phone", phone)
+    world.server.publish_device("phone", phone, approver=world.device)
 
     async def scenario() -> ToolResult:
         task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=5))
@@ -322,7 +322,7 @@ def test_an_answer_that_does_not_verify_is_ignored(options: dict[str, Any]) -> N
 def test_only_a_device_that_was_called_may_answer() -> None:
     world = World()
     other_device = KeyPair.generate()
-    world.server.publish_device("older", other_device)
+    world.server.publish_device("older", other_device, approver=world.device)
 
     with pytest.raises(ToolCallTimeout):
         run(call_and_answer(world, {"status": "ok", "result": "forged"}, device_id="laptop", sender=other_device))

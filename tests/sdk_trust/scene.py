@@ -28,11 +28,11 @@ class Scene:
         self.client = self.start_client()
         self.agent = self.runtime(self.server.manifest)
 
-    def start_client(self) -> UserClient:
+    def start_client(self, *, keys: KeyPair | None = None, device_id: str = "laptop") -> UserClient:
         """Bob's client (again, after a restart: the same device and local files)."""
-        audit = AuditLog(self.state / "audit.sqlite3") if self.state is not None else AuditLog()
-        return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.prompt,
-                          handlers=self.handlers.all(), clock=self.clock, audit=audit)
+        audit = AuditLog(self.state / f"{device_id}.sqlite3") if self.state is not None else AuditLog()
+        return UserClient(transport=self.user_side, keys=keys or self.device, device_id=device_id,
+                          prompt=self.prompt, handlers=self.handlers.all(), clock=self.clock, audit=audit)
 
     def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
         return AgentRuntime(transport=self.agent_side, agent_id=AGENT_ID, keys=self.agent_keys, manifest=manifest,
