@@ -67,7 +67,7 @@ class Identified:
         self.approver = Approver()
         self.ran: list[dict[str, Any]] = []
         self.client = UserClient(transport=self.user_side, keys=self.device, device_id="laptop",
-                                 prompt=self.approver, handlers={"read_file": self.tool, "notify": self.tool},
+                                 prompt=self.approver, handlers={"read_file": self.tool, "send_notification": self.tool},
                                  audit=AuditLog(state / "audit.sqlite3"))
         self.runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=self.runtime_keys,
                                     manifest=self.manifest, identity_key=ALICE_KEY)
@@ -161,7 +161,7 @@ def test_a_runtime_key_the_identity_did_not_vouch_for_gets_nothing_run(world: Id
 def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> None:
     async def scenario() -> ToolResult:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok  # the identity is pinned
+        assert (await world.call("send_notification", {"title": "hi"})).ok  # the identity is pinned
         world.user_side.lie(f"/agents/{world.agent.pk}/identity",
                             lambda body: {**body, "jwk": signing.public_of(MALLORY_KEY)})
         world.client.keydir.forget()
@@ -178,13 +178,13 @@ def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> No
 def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_again(world: Identified) -> None:
     async def scenario() -> tuple[str | None, str | None, ToolResult]:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok
+        assert (await world.call("send_notification", {"title": "hi"})).ok
         before = (await world.client.relation(world.relation_id)).safety_number
         await rotate(world)
         pending = await world.client.pending_safety_number(world.relation_id)
         accepted = await world.client.accept_identity(world.relation_id)
         assert accepted == pending
-        return before, pending, await world.call("notify", {"title": "again"})
+        return before, pending, await world.call("send_notification", {"title": "again"})
 
     before, pending, result = run(scenario)
 
@@ -219,7 +219,7 @@ def test_the_agent_seals_to_no_device_the_server_slipped_in(world: Identified) -
     async def scenario() -> None:
         await world.setup()
         await world.client.keydir.register_device("phone", phone.public, approver=world.device)
-        assert (await world.call("notify", {"title": "first"})).ok  # pins the laptop (and the approved phone)
+        assert (await world.call("send_notification", {"title": "first"})).ok  # pins the laptop (and the approved phone)
         world.agent_side.lie("/keys", add_device(forged))
         world.agent_side.lie("/keys", add_device(root_again))
         world.runtime.keydir.forget()
@@ -231,7 +231,7 @@ def test_the_agent_seals_to_no_device_the_server_slipped_in(world: Identified) -
             return await original(method, path, **kwargs)
 
         world.runtime.transport.request = spy  # type: ignore[method-assign]
-        assert (await world.call("notify", {"title": "second"})).ok
+        assert (await world.call("send_notification", {"title": "second"})).ok
 
     run(scenario)
 
@@ -275,7 +275,7 @@ def test_an_acknowledged_hash_that_is_not_the_acknowledged_versions_is_refused(w
 
     async def scenario() -> ToolResult:
         await world.setup()
-        return await world.call("notify", {"title": "hi"})
+        return await world.call("send_notification", {"title": "hi"})
 
     result = run(scenario)
 
@@ -286,12 +286,12 @@ def test_an_identity_reset_on_the_server_is_refused_until_bob_accepts(world: Ide
     # Whoever holds the owner's account (or the server's database) resets the identity.
     async def scenario() -> ToolResult:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok
+        assert (await world.call("send_notification", {"title": "hi"})).ok
         await database_sync_to_async(identity_services.identity_key_publish)(
             agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True)
         world.client.keydir.forget()
         world.client._invalidate(world.relation_id)
-        return await world.call("notify", {"title": "after the reset"}, timeout=2)
+        return await world.call("send_notification", {"title": "after the reset"}, timeout=2)
 
     with pytest.raises(ToolCallTimeout):
         run(scenario)
@@ -337,7 +337,7 @@ def test_a_grant_the_server_forges_is_asked_on_the_device_before_anything_runs(w
         world.user_side.lie(f"/h2a/relations/{world.relation_id}",
                             lambda body: {**body, "granted_scopes": ["filesystem:read", "notification:send"]})
         world.client._invalidate(world.relation_id)
-        return await world.call("notify", {"title": "you won a prize"})
+        return await world.call("send_notification", {"title": "you won a prize"})
 
     result = run(scenario)
 
@@ -355,7 +355,7 @@ def test_a_grant_given_on_the_web_is_confirmed_once_on_the_device(world: Identif
             relation=await database_sync_to_async(Relation.objects.get)(pk=world.relation_id),
             granted_scopes=["filesystem:read", "notification:send"])
         world.client._invalidate(world.relation_id)
-        return [await world.call("notify", {"title": f"#{i}"}) for i in range(2)]
+        return [await world.call("send_notification", {"title": f"#{i}"}) for i in range(2)]
 
     results = run(scenario)
 

@@ -47,7 +47,7 @@ class Live:
 
     def start_client(self) -> UserClient:
         return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.approver,
-                          handlers={"read_file": self.read_file, "notify": self.read_file},
+                          handlers={"read_file": self.read_file, "send_notification": self.read_file},
                           audit=AuditLog(self.state / "audit.sqlite3"))
 
     def read_file(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def live(alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> Live
 
 def test_issue_a_an_injected_agent_key_gets_nothing_run_on_the_real_server(live: Live) -> None:
     runtime = live.runtime(live.manifest)
-    assert run(lambda: live.call(runtime, "notify", {"title": "hello"})).ok  # the agent's key is pinned
+    assert run(lambda: live.call(runtime, "send_notification", {"title": "hello"})).ok  # the agent's key is pinned
     mallory = KeyPair.generate()
     live.user_side.lie("/keys", add_agent_key({**mallory.public.as_api(), "key_id": mallory.key_id}))
 
