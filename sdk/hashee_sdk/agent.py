@@ -257,10 +257,24 @@ class AgentRuntime(FrameConsumer):
                     pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
         elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
             self._published = None
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self._device_changed(kind, data)
         elif kind == EventType.RESYNC_REQUIRED:
             self._published = None
             self.keydir.forget()
             await self._refetch_answers()
+
+    def _device_changed(self, kind: str, data: Mapping[str, Any]) -> None:
+        """The user's devices changed: read the keys again. A device said to be revoked is
+        tombstoned at once (believing the server here can only take trust away)."""
+        relation_id = str(data.get("relation_id") or "")
+        device = data.get("device") if isinstance(data.get("device"), Mapping) else {}
+        key_id = device.get("key_id") if isinstance(device, Mapping) else None
+        if (kind == EventType.DEVICE_REVOKED and relation_id and isinstance(key_id, str)
+                and key_id in self.keydir.pins.store.pinned(relation_id, USER)):
+            logger.warning("relation %s: device key %s revoked: never sealed to again", relation_id, key_id)
+            self.keydir.pins.tombstone(relation_id, USER, [key_id])
+        self.keydir.forget(relation_id or None)
 
     async def _refetch_answers(self) -> None:
         """After a gap in the event log, read the pending calls' relations for their answers."""

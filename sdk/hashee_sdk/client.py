@@ -241,6 +241,8 @@ class UserClient(FrameConsumer):
             self._invalidate(*(k for k, v in self._views.items() if v.agent_id == agent_id))
             if kind == EventType.REAUTH_REQUIRED:
                 self.policy.forget(agent_id=agent_id)
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self.keydir.forget()  # the user's devices changed: read them again (a revoked one is tombstoned)
         elif kind == EventType.RESYNC_REQUIRED:
             self._invalidate(*self._views)
             self.keydir.forget()

@@ -7,7 +7,17 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolCallTimeout, ToolResult, UserClient, seal
+from hashee_sdk import (
+    AgentRuntime,
+    AuditLog,
+    KeyPair,
+    LocalStore,
+    Recipient,
+    ToolCallTimeout,
+    ToolResult,
+    UserClient,
+    seal,
+)
 from hashee_sdk.wire import AGENT_TO_USER
 from tests.sdk.fakes import AGENT_ID, RELATION_ID, FakeServer
 from tests.sdk.test_client import Clock, Handlers, Prompt
@@ -34,9 +44,9 @@ class Scene:
         return UserClient(transport=self.user_side, keys=keys or self.device, device_id=device_id,
                           prompt=self.prompt, handlers=self.handlers.all(), clock=self.clock, audit=audit)
 
-    def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
+    def runtime(self, manifest: dict[str, Any], *, store: LocalStore | None = None) -> AgentRuntime:
         return AgentRuntime(transport=self.agent_side, agent_id=AGENT_ID, keys=self.agent_keys, manifest=manifest,
-                            clock=self.clock)
+                            clock=self.clock, store=store)
 
     async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
                    deliver_after_s: float = 0) -> ToolResult | None:
