@@ -210,14 +210,16 @@ class UserClient(FrameConsumer):
     async def _fetch_view(self, relation_id: str) -> RelationView:
         return await self.views.fetch(self.transport, relation_id)
 
-    async def accept_identity(self, relation_id: str) -> str | None:
-        """Trust the identity the server now serves for this relation's agent — call it only
-        once the user has compared the new safety number (:meth:`pending_safety_number`) and
-        accepted it. Returns the new safety number."""
+    async def accept_identity(self, relation_id: str, *, safety_number: str | None = None,
+                              kid: str | None = None) -> str:
+        """Trust the agent's new identity — the one whose safety number (or kid) the user
+        compared out of band (:meth:`pending_safety_number`) and accepted: name it. Pinned
+        only if the identity served now gives exactly that; else raises
+        SafetyNumberMismatch and pins nothing. Returns the accepted safety number."""
         relation_id = str(relation_id)
-        await self.views.accept_identity(self.transport, relation_id)
+        number = await self.views.accept_identity(self.transport, relation_id, safety_number=safety_number, kid=kid)
         self._invalidate(relation_id)
-        return (await self.relation(relation_id)).safety_number
+        return number
 
     async def pending_safety_number(self, relation_id: str) -> str | None:
         """The safety number the relation would have with the identity the server serves now

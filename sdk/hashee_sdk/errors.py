@@ -73,6 +73,16 @@ class IdentityChanged(ManifestUnverified):
         self.served = served
 
 
+class SafetyNumberMismatch(SdkError):
+    """``accept_identity`` named a safety number (or kid) that the identity served now does
+    not give: the server changed its answer since the user compared. Nothing is pinned."""
+
+    def __init__(self, relation_id: str) -> None:
+        super().__init__(f"relation {relation_id}: the identity served now is not the one you compared; "
+                         "nothing was accepted")
+        self.relation_id = relation_id
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 

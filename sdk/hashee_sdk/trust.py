@@ -183,6 +183,13 @@ class KeyPins:
         self.store.pin(relation_id, party, [keys])
 
 
+def public_identity(served: Mapping[str, Any]) -> dict[str, str]:
+    """The served identity as a public Ed25519 JWK; raises ManifestUnverified."""
+    public = _public(served)
+    assert public is not None
+    return public
+
+
 def _public(served: Mapping[str, Any] | None) -> dict[str, str] | None:
     if served is None:
         return None
