@@ -60,6 +60,7 @@ from hashee_sdk.credentials import AccessToken, AgentKeyExchange, Credential, To
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from hashee_sdk.errors import (
+    AgentChanged,
     AmbiguousRoot,
     ApiError,
     ArgumentsInvalid,
@@ -97,7 +98,7 @@ from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 from hashee_sdk.views import RelationView
 
 __all__ = [
-    "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "AmbiguousRoot", "ApiError", "ArgumentsInvalid",
+    "AccessToken", "Agent", "AgentChanged", "AgentKeyExchange", "AgentRuntime", "AmbiguousRoot", "ApiError", "ArgumentsInvalid",
     "AuditEntry",
     "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Credential",
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",

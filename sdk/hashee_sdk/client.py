@@ -48,6 +48,7 @@ from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.envelope import OpenedCopy, Recipient
 from hashee_sdk.errors import (
+    AgentChanged,
     ApiError,
     EnvelopeError,
     IdentityChanged,
@@ -323,6 +324,8 @@ class UserClient(FrameConsumer):
         except WrongRecipient:
             logger.debug("tool call for another device ignored")
             return None
+        except AgentChanged:
+            reason = "agent_changed"  # a relation's agent never changes
         except IdentityChanged:
             reason = "identity_changed"  # nothing of the agent is believed until the user accepts
         except UnknownSender:

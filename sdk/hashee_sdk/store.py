@@ -153,6 +153,12 @@ class LocalStore:
         jwk = json.loads(row[0])
         return True, (dict(jwk) if isinstance(jwk, dict) else None)
 
+    def pinned_agent(self, relation_id: str) -> str | None:
+        """The agent this relation was first seen with (pinned with its identity)."""
+        row = self._db.execute("SELECT agent_id FROM pinned_identities WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return str(row[0]) if row is not None else None
+
     def pin_identity(self, relation_id: str, agent_id: str, jwk: dict[str, str] | None) -> None:
         """Pin (or, once the user accepted a new safety number, re-pin) the agent's identity."""
         self._db.execute("INSERT INTO pinned_identities (relation_id, agent_id, jwk) VALUES (?, ?, ?) "
