@@ -20,7 +20,8 @@ declared → pending re-consent → granted → arguments → policy → prompt 
 Agent runtime::
 
     agent = AgentRuntime(transport=HttpxTransport(url, "hak_…"), agent_id=AGENT_ID,
-                         keys=KeyPair.generate(), manifest=MANIFEST)   # the published manifest
+                         keys=KeyPair.generate(), manifest=MANIFEST,   # the published manifest
+                         store=LocalStore("runtime.sqlite3"))  # pins and tombstones (default: $HASHEE_STATE_DIR)
     await agent.register_key()                     # POST /agents/{id}/keys
     listener = asyncio.create_task(agent.listen(url, "hak_…"))   # /ws/agent
     result = await agent.call_tool(relation_id, "read_file", {"path": "notes.txt"})

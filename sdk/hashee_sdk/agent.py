@@ -56,7 +56,7 @@ from hashee_sdk.events import FrameConsumer, listen
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_file
 from hashee_sdk.trust import USER, KeyPins
 
 logger = logging.getLogger(__name__)
@@ -120,8 +120,9 @@ class _Pending:
 
 class AgentRuntime(FrameConsumer):
     """One agent runtime process, holding one agent key pair and the agent's manifest.
-    ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
-    across restarts). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
+    ``store`` keeps the pinned device keys, the tombstones and the event cursor; by default
+    in the state directory's file named by ``agent_id`` (:func:`~hashee_sdk.store.state_file`),
+    so a restart re-trusts nothing on first sight (``LocalStore.in_memory()`` to forget). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
     the runtime may hold it, signs the runtime key it publishes; otherwise pass a signature
     made offline to :meth:`register_key`."""
 
@@ -135,7 +136,7 @@ class AgentRuntime(FrameConsumer):
         self.keys = keys
         self.manifest = contract.compile_manifest(manifest)
         self.clock = clock
-        self.store = store if store is not None else LocalStore()
+        self.store = store if store is not None else LocalStore(state_file("agent", self.agent_id))
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=USER,
                                                                      pins=KeyPins(self.store))
         self.prompt_allowance_s = prompt_allowance_s

@@ -60,7 +60,7 @@ from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import Transport, send_message
 from hashee_sdk.runner import call_with_deadline
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_file
 from hashee_sdk.trust import AGENT, KeyPins
 from hashee_sdk.views import RelationView, RelationViews
 
@@ -141,9 +141,11 @@ DENY_UNVERIFIED = Decision(contract.DENIED, "manifest_unverified")
 class UserClient(FrameConsumer):
     """One device of one user. ``prompt`` returns True to approve (sync or async).
 
-    ``store`` keeps the replay record, the pinned agent keys and the event cursor; by
-    default it is the audit log's own SQLite file (in memory when the audit log is): give
-    the audit log a file and a restart replays nothing.
+    ``audit`` and ``store`` (the replay record, the pins and the event cursor) persist: by
+    default both live in one SQLite file of the state directory named by ``device_id``
+    (:func:`~hashee_sdk.store.state_file`), and ``store`` defaults to the audit log's file,
+    so a restart replays nothing and re-trusts nothing. In memory only when asked for by
+    name (``AuditLog.in_memory()``, ``LocalStore.in_memory()``).
 
     Handlers run under the tool's declared ``timeout_ms``. A coroutine handler that
     overruns is cancelled; a plain (synchronous) handler runs in a daemon thread, and one
@@ -166,7 +168,7 @@ class UserClient(FrameConsumer):
         self.device_id = device_id
         self.prompt = prompt
         self.handlers: dict[str, ToolHandler] = dict(handlers or {})
-        self.audit = audit if audit is not None else AuditLog()
+        self.audit = audit if audit is not None else AuditLog(state_file("device", device_id))
         self.store = store if store is not None else LocalStore(self.audit.path)
         self.session_id = session_id or uuid.uuid4().hex
         self.policy = policy if policy is not None else SensitivityPolicy()

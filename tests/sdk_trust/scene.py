@@ -40,13 +40,13 @@ class Scene:
 
     def start_client(self, *, keys: KeyPair | None = None, device_id: str = "laptop") -> UserClient:
         """Bob's client (again, after a restart: the same device and local files)."""
-        audit = AuditLog(self.state / f"{device_id}.sqlite3") if self.state is not None else AuditLog()
+        audit = AuditLog(self.state / f"{device_id}.sqlite3") if self.state is not None else AuditLog.in_memory()
         return UserClient(transport=self.user_side, keys=keys or self.device, device_id=device_id,
                           prompt=self.prompt, handlers=self.handlers.all(), clock=self.clock, audit=audit)
 
     def runtime(self, manifest: dict[str, Any], *, store: LocalStore | None = None) -> AgentRuntime:
         return AgentRuntime(transport=self.agent_side, agent_id=AGENT_ID, keys=self.agent_keys, manifest=manifest,
-                            clock=self.clock, store=store)
+                            clock=self.clock, store=store or LocalStore.in_memory())
 
     async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
                    deliver_after_s: float = 0) -> ToolResult | None:

@@ -22,6 +22,7 @@ from hashee_sdk import (
     AgentRuntime,
     AuditLog,
     KeyPair,
+    LocalStore,
     PromptRequest,
     Recipient,
     SafetyNumberMismatch,
@@ -71,7 +72,8 @@ class Identified:
                                  prompt=self.approver, handlers={"read_file": self.tool, "notify": self.tool},
                                  audit=AuditLog(state / "audit.sqlite3"))
         self.runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=self.runtime_keys,
-                                    manifest=self.manifest, identity_key=ALICE_KEY)
+                                    manifest=self.manifest, identity_key=ALICE_KEY,
+                                    store=LocalStore.in_memory())
         self.since = self.agent_since = 0
 
     def tool(self, arguments: dict[str, Any]) -> dict[str, Any]:
