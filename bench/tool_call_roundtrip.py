@@ -70,14 +70,14 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
 
 
 async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[float]:
-    from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, UserClient
+    from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, LocalStore, UserClient
 
     user_http, agent_http = HttpxTransport(url, world["user_key"]), HttpxTransport(url, world["agent_key"])
     client = UserClient(transport=user_http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
                         handlers={"send_notification": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
     options = {"identity_key": world["identity"]} if world["identity"] is not None else {}
     agent = AgentRuntime(transport=agent_http, agent_id=world["agent_id"], keys=KeyPair.generate(),
-                         manifest=world["manifest"], **options)
+                         manifest=world["manifest"], store=LocalStore.in_memory(), **options)
     await client.register_device()
     await agent.register_key()
     ready = [asyncio.Event(), asyncio.Event()]

@@ -42,6 +42,7 @@ from hashee_sdk import (  # noqa: E402
     AuditLog,
     HttpxTransport,
     KeyPair,
+    LocalStore,
     PromptRequest,
     SdkError,
     UserClient,
@@ -243,7 +244,8 @@ async def round_trip(args: argparse.Namespace) -> int:
                             prompt=terminal_prompt(args.yes), handlers={"read_file": read_file},
                             audit=AuditLog(args.state_dir / "audit.sqlite3"))
         agent = AgentRuntime(transport=agent_http, agent_id=agent_id, keys=key_pair(args.state_dir, f"agent-{agent_id}"),
-                             manifest=manifest, identity_key=identity)
+                             manifest=manifest, identity_key=identity,
+                             store=LocalStore(args.state_dir / f"agent-{agent_id}.sqlite3"))  # pins survive restarts
         await client.register_device()
         await agent.register_key()
         return await call_with_listeners(args, client, agent, agent_key, relation_id)

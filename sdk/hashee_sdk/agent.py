@@ -65,7 +65,7 @@ from hashee_sdk.events import FrameConsumer, listen
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_file
 from hashee_sdk.trust import USER, KeyPins
 
 logger = logging.getLogger(__name__)
@@ -129,8 +129,9 @@ class _Pending:
 
 class AgentRuntime(FrameConsumer):
     """One agent runtime process, holding one agent key pair and the agent's manifest.
-    ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
-    across restarts). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
+    ``store`` keeps the pinned device keys, the tombstones and the event cursor; by default
+    in the state directory's file named by ``agent_id`` (:func:`~hashee_sdk.store.state_file`),
+    so a restart re-trusts nothing on first sight (``LocalStore.in_memory()`` to forget). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
     the runtime may hold it, signs the runtime key it publishes; otherwise pass a signature
     made offline to :meth:`register_key`."""
 
@@ -144,7 +145,7 @@ class AgentRuntime(FrameConsumer):
         self.keys = keys
         self.manifest = contract.compile_manifest(manifest)
         self.clock = clock
-        self.store = store if store is not None else LocalStore()
+        self.store = store if store is not None else LocalStore(state_file("agent", self.agent_id))
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=USER,
                                                                      pins=KeyPins(self.store))
         self.prompt_allowance_s = prompt_allowance_s
@@ -331,10 +332,24 @@ class AgentRuntime(FrameConsumer):
                     pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
         elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
             self._published = None
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self._device_changed(kind, data)
         elif kind == EventType.RESYNC_REQUIRED:
             self._published = None
             self.keydir.forget()
             await self._refetch_answers()
+
+    def _device_changed(self, kind: str, data: Mapping[str, Any]) -> None:
+        """The user's devices changed: read the keys again. A device said to be revoked is
+        tombstoned at once (believing the server here can only take trust away)."""
+        relation_id = str(data.get("relation_id") or "")
+        device = data.get("device") if isinstance(data.get("device"), Mapping) else {}
+        key_id = device.get("key_id") if isinstance(device, Mapping) else None
+        if (kind == EventType.DEVICE_REVOKED and relation_id and isinstance(key_id, str)
+                and key_id in self.keydir.pins.store.pinned(relation_id, USER)):
+            logger.warning("relation %s: device key %s revoked: never sealed to again", relation_id, key_id)
+            self.keydir.pins.tombstone(relation_id, USER, [key_id])
+        self.keydir.forget(relation_id or None)
 
     async def _refetch_answers(self) -> None:
         """After a gap in the event log, read the pending calls' relations for their answers."""

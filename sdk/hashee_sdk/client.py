@@ -49,6 +49,7 @@ from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.envelope import OpenedCopy, Recipient
 from hashee_sdk.errors import (
+    AgentChanged,
     ApiError,
     EnvelopeError,
     IdentityChanged,
@@ -61,7 +62,7 @@ from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import Transport, call_api, send_message
 from hashee_sdk.runner import call_with_deadline
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_file
 from hashee_sdk.trust import AGENT, KeyPins, VerifiedManifest
 from hashee_sdk.views import RelationView, RelationViews, public_identity
 
@@ -142,9 +143,11 @@ DENY_UNVERIFIED = Decision(contract.DENIED, "manifest_unverified")
 class UserClient(FrameConsumer):
     """One device of one user. ``prompt`` returns True to approve (sync or async).
 
-    ``store`` keeps the replay record, the pinned agent keys and the event cursor; by
-    default it is the audit log's own SQLite file (in memory when the audit log is): give
-    the audit log a file and a restart replays nothing.
+    ``audit`` and ``store`` (the replay record, the pins and the event cursor) persist: by
+    default both live in one SQLite file of the state directory named by ``device_id``
+    (:func:`~hashee_sdk.store.state_file`), and ``store`` defaults to the audit log's file,
+    so a restart replays nothing and re-trusts nothing. In memory only when asked for by
+    name (``AuditLog.in_memory()``, ``LocalStore.in_memory()``).
 
     Handlers run under the tool's declared ``timeout_ms``. A coroutine handler that
     overruns is cancelled; a plain (synchronous) handler runs in a daemon thread, and one
@@ -167,7 +170,7 @@ class UserClient(FrameConsumer):
         self.device_id = device_id
         self.prompt = prompt
         self.handlers: dict[str, ToolHandler] = dict(handlers or {})
-        self.audit = audit if audit is not None else AuditLog()
+        self.audit = audit if audit is not None else AuditLog(state_file("device", device_id))
         self.store = store if store is not None else LocalStore(self.audit.path)
         self.session_id = session_id or uuid.uuid4().hex
         self.policy = policy if policy is not None else SensitivityPolicy()
@@ -302,14 +305,16 @@ class UserClient(FrameConsumer):
         self._invalidate(relation_id)
         self.policy.forget(agent_id=str(signed["statement"]["agent_id"]))
 
-    async def accept_identity(self, relation_id: str) -> str | None:
-        """Trust the identity the server now serves for this relation's agent — call it only
-        once the user has compared the new safety number (:meth:`pending_safety_number`) and
-        accepted it. Returns the new safety number."""
+    async def accept_identity(self, relation_id: str, *, safety_number: str | None = None,
+                              kid: str | None = None) -> str:
+        """Trust the agent's new identity — the one whose safety number (or kid) the user
+        compared out of band (:meth:`pending_safety_number`) and accepted: name it. Pinned
+        only if the identity served now gives exactly that; else raises
+        SafetyNumberMismatch and pins nothing. Returns the accepted safety number."""
         relation_id = str(relation_id)
-        await self.views.accept_identity(self.transport, relation_id)
+        number = await self.views.accept_identity(self.transport, relation_id, safety_number=safety_number, kid=kid)
         self._invalidate(relation_id)
-        return (await self.relation(relation_id)).safety_number
+        return number
 
     async def pending_safety_number(self, relation_id: str) -> str | None:
         """The safety number the relation would have with the identity the server serves now
@@ -334,6 +339,8 @@ class UserClient(FrameConsumer):
             self._invalidate(*(k for k, v in self._views.items() if v.agent_id == agent_id))
             if kind == EventType.REAUTH_REQUIRED:
                 self.policy.forget(agent_id=agent_id)
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self.keydir.forget()  # the user's devices changed: read them again (a revoked one is tombstoned)
         elif kind == EventType.RESYNC_REQUIRED:
             self._invalidate(*self._views)
             self.keydir.forget()
@@ -428,6 +435,8 @@ class UserClient(FrameConsumer):
         except WrongRecipient:
             logger.debug("tool call for another device ignored")
             return None
+        except AgentChanged:
+            reason = "agent_changed"  # a relation's agent never changes
         except IdentityChanged:
             reason = "identity_changed"  # nothing of the agent is believed until the user accepts
         except UnknownSender:

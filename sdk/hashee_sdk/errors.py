@@ -81,6 +81,28 @@ class ConsentUnverified(SdkError):
     reason = "consent_unverified"
 
 
+class AgentChanged(IdentityChanged):
+    """The server presents the relation as another agent's than the one it was first seen
+    with: nothing of it is believed (a relation's agent never changes)."""
+
+    def __init__(self, relation_id: str, *, pinned_agent: str, served_agent: str) -> None:
+        ManifestUnverified.__init__(self, f"relation {relation_id} was first seen with agent {pinned_agent}, "
+                                          f"the server now says {served_agent}")
+        self.relation_id = relation_id
+        self.pinned, self.served = None, None
+        self.pinned_agent, self.served_agent = pinned_agent, served_agent
+
+
+class SafetyNumberMismatch(SdkError):
+    """``accept_identity`` named a safety number (or kid) that the identity served now does
+    not give: the server changed its answer since the user compared. Nothing is pinned."""
+
+    def __init__(self, relation_id: str) -> None:
+        super().__init__(f"relation {relation_id}: the identity served now is not the one you compared; "
+                         "nothing was accepted")
+        self.relation_id = relation_id
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 

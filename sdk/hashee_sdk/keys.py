@@ -81,11 +81,30 @@ def _trusted_agent_keys(keys: RelationKeys, pins: KeyPins, identity: Mapping[str
             keys.identity_signatures.get(candidate.key_id), identity_jwk=identity, agent_id=keys.agent_id,
             key_id=candidate.key_id)
 
-    trusted, refused = pins.filter(keys.relation_id, AGENT, keys.agent_keys, vouch=vouched,
-                                   pin_first=identity is None)
+    listed, foreign = (keys.agent_keys, []) if identity is not None else _speaking_for(keys, pins)
+    trusted, refused = pins.filter(keys.relation_id, AGENT, listed, vouch=vouched, pin_first=identity is None)
     if identity is not None:  # what the identity vouches for now, not what was pinned before it
         trusted = [k for k in trusted if vouched(k, {})]
-    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=tuple(refused), identity=identity)
+    else:
+        pins.store.own_agent_keys(keys.agent_id, [k.key_id for k in trusted])
+    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=(*keys.refused, *foreign, *refused),
+                               identity=identity)
+
+
+def _speaking_for(keys: RelationKeys, pins: KeyPins) -> tuple[list[PublicKeys], list[str]]:
+    """(the listed keys that may speak for an agent without identity, ids of the others).
+    A runtime key trusted for one agent never speaks for another, and once this device
+    trusts keys for an agent, a relation it first sees with that agent trusts only those:
+    else the server could present another agent's relation as this one's."""
+    store, agent_id = pins.store, keys.agent_id
+    known = store.agent_keys_of(agent_id) if pins.first_look(keys.relation_id, AGENT) else frozenset()
+    ok = [k for k in keys.agent_keys if store.agent_key_owner(k.key_id) in (None, agent_id)
+          and (not known or k.key_id in known)]
+    refused = [k.key_id for k in keys.agent_keys if k not in ok]
+    if refused:
+        logger.warning("relation %s: %d key(s) listed for agent %s were trusted for another agent, or are not the "
+                       "agent's keys this device knows; refused", keys.relation_id, len(refused), agent_id)
+    return ok, refused
 
 
 def _trusted_devices(keys: RelationKeys, pins: KeyPins, root: PublicKeys | None) -> RelationKeys:

@@ -20,13 +20,17 @@ created with mode 0600:
 * the **event cursor**: the last event id handled, so a restarted process resumes with
   ``?since=``.
 
-``":memory:"`` keeps all of it for the life of the object only (tests, throwaway runs).
+A client or runtime built without a store keeps it in a file of the **state directory**
+(:func:`state_file`: ``$HASHEE_STATE_DIR``, else ``$XDG_DATA_HOME/hashee``, else
+``~/.local/share/hashee``); :meth:`LocalStore.in_memory` keeps it for the life of the object
+only (tests, throwaway runs) and is only ever used when asked for by name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -64,6 +68,25 @@ CREATE TABLE IF NOT EXISTS agent_key_owners (key_id TEXT PRIMARY KEY, agent_id T
 """
 
 
+def state_dir() -> Path:
+    """Where devices and runtimes keep what they must remember (created 0700)."""
+    configured = os.environ.get("HASHEE_STATE_DIR")
+    if configured:
+        folder = Path(configured)
+    else:
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        folder = Path(data) / "hashee"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def state_file(kind: str, name: str) -> Path:
+    """The state directory's SQLite file for one device (``kind`` "device") or runtime
+    ("agent"), named by its id (characters other than ``[A-Za-z0-9._-]`` are replaced)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+    return state_dir() / f"{kind}-{safe}.sqlite3"
+
+
 def connect_private(path: str | Path) -> sqlite3.Connection:
     """A SQLite connection to ``path``, the file created 0600 first (it holds what only this
     device may read); autocommit, WAL, usable from the SDK's worker threads."""
@@ -81,9 +104,10 @@ def _keys(row: tuple[str, str]) -> PublicKeys:
 
 
 class LocalStore:
-    """The local state of one device or runtime; ``path`` is a SQLite file or ``:memory:``."""
+    """The local state of one device or runtime in the SQLite file ``path`` (``:memory:``
+    only through :meth:`in_memory`)."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._db = connect_private(path)
         self._db.executescript(_SCHEMA)
@@ -160,6 +184,12 @@ class LocalStore:
             return False, None
         jwk = json.loads(row[0])
         return True, (dict(jwk) if isinstance(jwk, dict) else None)
+
+    def pinned_agent(self, relation_id: str) -> str | None:
+        """The agent this relation was first seen with (pinned with its identity)."""
+        row = self._db.execute("SELECT agent_id FROM pinned_identities WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return str(row[0]) if row is not None else None
 
     def pin_identity(self, relation_id: str, agent_id: str, jwk: dict[str, str] | None) -> None:
         """Pin (or, once the user accepted a new safety number, re-pin) the agent's identity."""

@@ -23,7 +23,7 @@ from typing import Any
 from hashee_sdk.core import signing
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, sha256_hex
 from hashee_sdk.crypto import PublicKeys
-from hashee_sdk.errors import IdentityChanged, ManifestUnverified
+from hashee_sdk.errors import AgentChanged, IdentityChanged, ManifestUnverified
 from hashee_sdk.store import LocalStore
 
 logger = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ class KeyPins:
         """The pinned identity JWK of the relation's agent (None: it has none), pinning what
         is served the first time. Raises IdentityChanged when the server now serves
         another identity (or one where none was pinned, or none where one was)."""
+        self.check_agent(relation_id, agent_id)
         pinned, jwk = self.store.pinned_identity(relation_id)
         public = _public(served)
         if not pinned:
@@ -107,8 +108,17 @@ class KeyPins:
 
     def accept_identity(self, relation_id: str, agent_id: str, served: Mapping[str, Any] | None) -> None:
         """Trust the identity the server now serves: only after the user compared the new
-        safety number out of band and accepted it."""
+        safety number out of band and accepted it. The relation's agent stays the same."""
+        self.check_agent(relation_id, agent_id)
         self.store.pin_identity(relation_id, agent_id, _public(served))
+
+    def check_agent(self, relation_id: str, agent_id: str) -> None:
+        """Raises AgentChanged when the relation was first seen with another agent."""
+        pinned = self.store.pinned_agent(relation_id)
+        if pinned is not None and pinned != agent_id:
+            logger.warning("relation %s: first seen with agent %s, now presented as %s: refused", relation_id,
+                           pinned, agent_id)
+            raise AgentChanged(relation_id, pinned_agent=pinned, served_agent=agent_id)
 
     # --- keys -------------------------------------------------------------------------
 
@@ -168,6 +178,12 @@ class KeyPins:
     def accept(self, relation_id: str, party: str, keys: PublicKeys) -> None:
         """Trust a key the user accepted out of band (e.g. after comparing safety numbers)."""
         self.store.pin(relation_id, party, [keys])
+
+
+def public_identity(served: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The served identity as a public Ed25519 JWK (None: the agent has none); raises
+    ManifestUnverified."""
+    return _public(served)
 
 
 def _public(served: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -33,24 +33,14 @@ from hashee_sdk.consent_memory import Believed, ConsentMemory, acknowledgement_o
 from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
-from hashee_sdk.errors import ApiError, ManifestUnverified
+from hashee_sdk.errors import ApiError, ManifestUnverified, SafetyNumberMismatch
 from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
-from hashee_sdk.trust import ManifestVerifier, VerifiedManifest
+from hashee_sdk.trust import ManifestVerifier, VerifiedManifest, public_identity
 
 logger = logging.getLogger(__name__)
 _EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
 _HEX = frozenset("0123456789abcdef")
-
-
-def public_identity(served: Mapping[str, Any] | None) -> dict[str, str] | None:
-    """An identity JWK as served, reduced to its public members; raises ManifestUnverified."""
-    if served is None:
-        return None
-    try:
-        return signing.ed25519_public_jwk({k: v for k, v in served.items() if k in ("kty", "crv", "x")})
-    except signing.InvalidKeyError:
-        raise ManifestUnverified("the agent's identity is not an Ed25519 public key") from None
 
 
 @dataclass(frozen=True)
@@ -262,20 +252,40 @@ class RelationViews:
         return statements.safety_number(agent_id=agent_id, agent_identity=signing.b64url_decode(identity["x"]),
                                         user_root_device=root.ed25519)
 
-    async def accept_identity(self, transport: Transport, relation_id: str) -> None:
-        """Pin the identity the server serves now (after the user accepted it)."""
+    async def accept_identity(self, transport: Transport, relation_id: str, *, safety_number: str | None = None,
+                              kid: str | None = None) -> str:
+        """Pin the identity the server serves now — only if it is the one the user compared:
+        its safety number (or kid) must be exactly ``safety_number`` (or ``kid``). Returns the
+        accepted safety number; raises SafetyNumberMismatch (nothing pinned) otherwise."""
+        if (safety_number is None) == (kid is None):
+            raise ValueError("name what the user compared: safety_number=… or kid=…")
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
                                   now=self.clock())
-        self.keydir.pins.accept_identity(relation_id, keys.agent_id, await self.keydir.served_identity(keys.agent_id))
+        served = await self.keydir.served_identity(keys.agent_id)  # read once: what is compared is what is pinned
+        number = await self._number(relation_id, keys.agent_id, served)
+        served_kid = signing.jwk_thumbprint(public_identity(served)) if served is not None else None
+        compared = kid == served_kid if kid is not None else _digits(safety_number or "") == _digits(number or "")
+        if served_kid is None or number is None or not compared:
+            logger.warning("relation %s: the identity served now is not the one the user compared; nothing pinned",
+                           relation_id)
+            raise SafetyNumberMismatch(relation_id)
+        self.keydir.pins.accept_identity(relation_id, keys.agent_id, served)
         self.keydir.forget(relation_id)
+        return number
+
+    async def _number(self, relation_id: str, agent_id: str, served: Mapping[str, Any] | None) -> str | None:
+        root = await self.keydir.root(relation_id)
+        if served is None or root is None:
+            return None
+        return statements.safety_number(agent_id=agent_id, agent_identity=signing.b64url_decode(served["x"]),
+                                        user_root_device=root.ed25519)
 
     async def pending_safety_number(self, transport: Transport, relation_id: str) -> str | None:
         """The safety number with the identity the server serves now."""
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
                                   now=self.clock())
-        served = await self.keydir.served_identity(keys.agent_id)
-        root = await self.keydir.root(relation_id)
-        if served is None or root is None:
-            return None
-        return statements.safety_number(agent_id=keys.agent_id, agent_identity=signing.b64url_decode(served["x"]),
-                                        user_root_device=root.ed25519)
+        return await self._number(relation_id, keys.agent_id, await self.keydir.served_identity(keys.agent_id))
+
+
+def _digits(number: str) -> str:
+    return "".join(ch for ch in number if ch.isdigit())

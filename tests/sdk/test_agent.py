@@ -15,6 +15,7 @@ from hashee_sdk import (
     AgentRuntime,
     ArgumentsInvalid,
     KeyPair,
+    LocalStore,
     ManifestNotPublished,
     NoRecipientKey,
     RateLimited,
@@ -49,7 +50,8 @@ class World:
         self.server.publish_agent(self.agent_keys)
         self.server.publish_device("laptop", self.device)
         self.agent = AgentRuntime(transport=self.server.transport("agent"), agent_id=AGENT_ID, keys=self.agent_keys,
-                                  manifest=manifest(), clock=self.clock)
+                                  manifest=manifest(), clock=self.clock,
+                                  store=LocalStore.in_memory())
         self.handlers = Handlers()
         self.client: UserClient = make_client(self.server, keys=self.device, handlers=self.handlers.all(),
                                               clock=self.clock, **client_options)
@@ -268,7 +270,8 @@ def typed_world() -> World:
     world = World()
     world.server.versions = [typed_manifest()]
     world.agent = AgentRuntime(transport=world.server.transport("agent"), agent_id=AGENT_ID,
-                               keys=world.agent_keys, manifest=typed_manifest(), clock=world.clock)
+                               keys=world.agent_keys, manifest=typed_manifest(), clock=world.clock,
+                               store=LocalStore.in_memory())
     return world
 
 

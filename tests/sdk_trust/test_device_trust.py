@@ -7,11 +7,13 @@ itself. Both sides' safety numbers come from those roots, never from the listing
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hashee_sdk import AmbiguousRoot, KeyPair
+from hashee_sdk import AmbiguousRoot, KeyPair, LocalStore
+from hashee_sdk.core.event_types import EventType
 from tests.sdk.fakes import RELATION_ID, approval
 from tests.sdk_trust.lying import add_device
 from tests.sdk_trust.scene import Scene, run
@@ -95,3 +97,56 @@ def test_the_root_each_side_makes_its_safety_number_from_is_the_users_one() -> N
     assert run(scene.client.keydir.root(RELATION_ID)) == scene.device.public
     assert run(scene.call("notify", {"title": "b"})) is not None
     assert sealed_to(scene, -2) == [scene.device.key_id]
+
+
+# --- hole 7: revoked devices -----------------------------------------------------------------
+
+
+def calls_sealed_to(scene: Scene) -> list[set[str]]:
+    return [{c["recipient_key_id"] for c in m["payload"]["copies"]}
+            for m in scene.server.messages if m["msg_subtype"] == "artifact_tool_call"]
+
+
+@pytest.mark.parametrize("learns_by", ["the device_revoked event", "the listing alone"])
+def test_a_revoked_device_listed_again_gets_no_copy_and_what_it_approves_is_refused(learns_by: str) -> None:
+    scene = Scene()
+    phone, thief_approved = KeyPair.generate(), KeyPair.generate()
+    scene.server.publish_device("phone", phone, approver=scene.device)
+    assert run(scene.call("notify", {"title": "to both"})) is not None
+    bobs_view = [run(scene.client.keydir.trusted_user_devices(RELATION_ID))]
+    phone_row = scene.server.devices.pop()  # bob revokes his stolen phone
+    scene.client.keydir.forget()
+    bobs_view.append(run(scene.client.keydir.trusted_user_devices(RELATION_ID)))
+    if learns_by == "the device_revoked event":
+        run(scene.agent.handle_frame({"type": EventType.DEVICE_REVOKED,
+                                      "data": {"relation_id": RELATION_ID, "device": phone_row}}))
+    else:
+        scene.agent.keydir.forget()
+    assert run(scene.call("notify", {"title": "laptop only"})) is not None
+    # The server lists the phone again, and a device the thief approved with its key.
+    scene.server.devices += [phone_row, listed("thief", thief_approved, approver=phone)]
+    scene.agent.keydir.forget()
+    scene.client.keydir.forget()
+
+    assert run(scene.call("notify", {"title": "still laptop only"})) is not None
+    laptop = scene.device.key_id
+    assert calls_sealed_to(scene) == [{laptop, phone.key_id}, {laptop}, {laptop}]
+    bobs_view.append(run(scene.client.keydir.trusted_user_devices(RELATION_ID)))
+    assert [set(view) for view in bobs_view] == [{laptop, phone.key_id}, {laptop}, {laptop}]
+
+
+def test_a_revoked_device_is_never_trusted_again_after_a_restart(tmp_path: Path) -> None:
+    scene = Scene()
+    phone = KeyPair.generate()
+    scene.server.publish_device("phone", phone, approver=scene.device)
+    scene.agent = scene.runtime(scene.server.manifest, store=LocalStore(tmp_path / "agent.sqlite3"))
+    assert run(scene.call("notify", {"title": "to both"})) is not None
+    phone_row = scene.server.devices.pop()
+    scene.agent.keydir.forget()
+    assert run(scene.call("notify", {"title": "laptop only"})) is not None
+    scene.server.devices.append(phone_row)
+
+    scene.agent = scene.runtime(scene.server.manifest, store=LocalStore(tmp_path / "agent.sqlite3"))
+
+    assert run(scene.call("notify", {"title": "after the restart"})) is not None
+    assert calls_sealed_to(scene)[-1] == {scene.device.key_id}

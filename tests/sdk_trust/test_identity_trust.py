@@ -22,8 +22,10 @@ from hashee_sdk import (
     AgentRuntime,
     AuditLog,
     KeyPair,
+    LocalStore,
     PromptRequest,
     Recipient,
+    SafetyNumberMismatch,
     ToolResult,
     UserClient,
     contract,
@@ -70,7 +72,8 @@ class Identified:
                                  prompt=self.approver, handlers={"read_file": self.tool, "send_notification": self.tool},
                                  audit=AuditLog(state / "audit.sqlite3"))
         self.runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=self.runtime_keys,
-                                    manifest=self.manifest, identity_key=ALICE_KEY)
+                                    manifest=self.manifest, identity_key=ALICE_KEY,
+                                    store=LocalStore.in_memory())
         self.since = self.agent_since = 0
 
     def tool(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -182,7 +185,8 @@ def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_a
         before = (await world.client.relation(world.relation_id)).safety_number
         await rotate(world)
         pending = await world.client.pending_safety_number(world.relation_id)
-        accepted = await world.client.accept_identity(world.relation_id)
+        assert pending is not None
+        accepted = await world.client.accept_identity(world.relation_id, safety_number=pending)
         assert accepted == pending
         return before, pending, await world.call("send_notification", {"title": "again"})
 
@@ -190,6 +194,60 @@ def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_a
 
     assert result.ok and pending is not None and pending != before
     assert world.ran == [{"title": "hi"}, {"title": "again"}]
+
+
+def test_accepting_pins_only_the_identity_bob_compared_not_the_one_served_since(world: Identified) -> None:
+    # A real rotation; bob compares the new safety number with alice. Between that read and
+    # his "accept", the server swaps in mallory's identity, a widened manifest she signed and
+    # a runtime key she vouched for.
+    mallory = KeyPair.generate()
+    widened: dict[str, Any] = {}
+
+    def widen(manifest: dict[str, Any]) -> None:
+        manifest["tools"][0]["input_schema"]["properties"]["path"] = {"type": ["string", "array"]}
+        widened.update(manifest)
+
+    def mallorys_signature(body: dict[str, Any]) -> dict[str, Any]:
+        body["capability_manifest_signature"] = signing.sign_manifest(body["capability_manifest"], MALLORY_KEY)
+        return body
+
+    async def scenario() -> None:
+        await world.setup()
+        assert (await world.call("send_notification", {"title": "hi"})).ok
+        await rotate(world)
+        compared = await world.client.pending_safety_number(world.relation_id)
+        assert compared is not None
+        world.user_side.lie(f"/agents/{world.agent.pk}/identity",
+                            lambda body: {**body, "jwk": signing.public_of(MALLORY_KEY)})
+        world.user_side.lie(f"/agents/{world.agent.pk}", serve_manifest(widen))
+        world.user_side.lie(f"/agents/{world.agent.pk}", mallorys_signature)
+        world.user_side.lie("/keys", add_agent_key({
+            **mallory.public.as_api(), "key_id": mallory.key_id, "identity_kid": signing.jwk_thumbprint(MALLORY_KEY),
+            "identity_signature": statements.sign_runtime_key(MALLORY_KEY, agent_id=str(world.agent.pk),
+                                                              key_id=mallory.key_id)}))
+        with pytest.raises(SafetyNumberMismatch):
+            await world.client.accept_identity(world.relation_id, safety_number=compared)
+        await forge_call(world, mallory, {"path": "/etc/shadow"},
+                         manifest_hash=contract.compile_manifest(widened).hash)
+
+    run(scenario)
+
+    assert world.ran == [{"title": "hi"}] and world.approver.asked == []
+    assert world.refusals()[-1] == "identity_changed"
+
+
+async def forge_call(world: Identified, sender: KeyPair, arguments: dict[str, Any], *, manifest_hash: str) -> None:
+    """A read_file call signed by ``sender``, stored by the server, and bob's device polling it."""
+    now_ms = int(time.time() * 1000)
+    call = {"subtype": "tool_call", "call_id": f"call_{now_ms}", "tool_name": "read_file", "arguments": arguments,
+            "permission_scope": "filesystem:read", "timeout_ms": 5000, "manifest_version": 3,
+            "manifest_hash": manifest_hash, "reply_key": b64encode(bytes(PrivateKey.generate().public_key)),
+            "expires_at": now_ms + 30_000}
+    sealed = seal(call, sender=sender, recipients=[Recipient.of(world.device.public)],
+                  relation_id=world.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
+    await send_message(ApiClientTransport(world.agent_key), relation_id=world.relation_id,
+                       msg_subtype="artifact_tool_call", payload=sealed)
+    world.since = await world.client.poll(world.since)
 
 
 async def rotate(world: Identified) -> None:

@@ -17,7 +17,17 @@ from nacl.public import PrivateKey
 
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
-from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ResultInvalid, ToolResult, UserClient, seal
+from hashee_sdk import (
+    AgentRuntime,
+    AuditLog,
+    KeyPair,
+    LocalStore,
+    Recipient,
+    ResultInvalid,
+    ToolResult,
+    UserClient,
+    seal,
+)
 from hashee_sdk.contract import CompiledTool
 from hashee_sdk.rest import send_message
 from hashee_sdk.wire import AGENT_TO_USER, b64encode
@@ -56,7 +66,7 @@ class Live:
 
     def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
         return AgentRuntime(transport=ApiClientTransport(self.agent_key), agent_id=str(self.agent.pk),
-                            keys=self.runtime_keys, manifest=manifest)
+                            keys=self.runtime_keys, manifest=manifest, store=LocalStore.in_memory())
 
     async def call(self, runtime: AgentRuntime, name: str, arguments: dict[str, Any]) -> ToolResult:
         await self.client.register_device()
