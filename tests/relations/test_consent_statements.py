@@ -322,3 +322,22 @@ def test_a_revoke_body_holds_a_signed_consent_only(bob_api: APIClient, relation:
 
     refused(response, 400, code)
     assert Relation.objects.get().revoked_at is None
+
+
+# --- the document --------------------------------------------------------------------------------
+
+
+def test_the_openapi_document_describes_the_statement_and_its_errors_on_the_three_operations(anon: APIClient) -> None:
+    schema = anon.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    schemas, relation = schema["components"]["schemas"], schema["paths"]["/h2a/relations/{relation_id}"]
+    operations = [schema["paths"]["/h2a/relations"]["post"], relation["patch"], relation["delete"]]
+
+    for operation in operations:
+        body = operation["requestBody"]["content"]["application/json"]["schema"]
+        body = schemas[body["$ref"].rsplit("/", 1)[1]] if "$ref" in body else body
+        signed = body["properties"]["consent_statement"]
+        assert signed["required"] == ["statement", "signature"] and "seq" in signed["properties"]["statement"]["required"]
+        assert "CONSENT_SIGNATURE_INVALID" in operation["responses"]["400"]["description"]
+        assert "CONSENT_OUT_OF_ORDER" in operation["responses"]["409"]["description"]
+    assert relation["delete"]["requestBody"]["required"] is False
+    assert schemas["RelationOutput"]["properties"]["consent_statement"]["nullable"] is True
