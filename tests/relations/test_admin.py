@@ -79,7 +79,9 @@ def test_deleting_a_user_still_takes_their_relations_with_them(operator: Client,
 
 def test_an_operator_sees_the_consent_statement_bobs_device_signed(operator: Client, bob: User, agent: Agent) -> None:
     laptop = KeyPair.generate()
-    device_key_register(user=bob, device_id="laptop", **laptop.public.as_api())
+    published = laptop.public.as_api()
+    device_key_register(user=bob, device_id="laptop", x25519_public=published["x25519_public"],
+                        ed25519_public=published["ed25519_public"])
     consent = sign_consent(laptop, agent_id=str(agent.pk), user_id="bob", granted_scopes=[],
                            acknowledged_manifest_version=1, acknowledged_manifest_hash=agent.capability_manifest_hash,
                            seq=7, ts=0)
