@@ -233,6 +233,10 @@ SPECTACULAR_SETTINGS = {
 # rates: count/period (hashee.login_throttle).
 HASHEE_LOGIN_RATE_PER_IP = os.environ.get("HASHEE_LOGIN_RATE_PER_IP", "50/15m")
 HASHEE_LOGIN_RATE_PER_USERNAME = os.environ.get("HASHEE_LOGIN_RATE_PER_USERNAME", "10/15m")
+# POST /oauth/token per client address and per subject key's lookup prefix (agents.oauth_api):
+# a runtime needs one exchange per token lifetime, so a few dozen a minute is generous.
+HASHEE_OAUTH_TOKEN_RATE_PER_IP = os.environ.get("HASHEE_OAUTH_TOKEN_RATE_PER_IP", "60/m")
+HASHEE_OAUTH_TOKEN_RATE_PER_SUBJECT = os.environ.get("HASHEE_OAUTH_TOKEN_RATE_PER_SUBJECT", "20/m")
 
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
