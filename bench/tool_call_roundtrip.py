@@ -62,7 +62,8 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
     from hashee_sdk.core import signing
 
     private = signing.generate_private_jwk()
-    identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private))
+    identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private),
+                                           proof=signing.sign_identity_proof(private, agent_id=str(agent_id)))
     manifest = {**DEMO_MANIFEST, "agent_version": "1.0.1"}
     agent_services.agent_update(agent_id=agent_id, actor=owner, capability_manifest=manifest,
                                 capability_manifest_signature=signing.sign_manifest(manifest, private))

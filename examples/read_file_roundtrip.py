@@ -125,7 +125,9 @@ async def ensure_signed(owner: Transport, agent_id: str, manifest: dict[str, Any
         current = None
     if current != kid:
         # Not ours (another state dir made it): without its private key only a reset replaces it.
-        body: dict[str, Any] = {"jwk": signing.public_of(identity), **({"reset": True} if current else {})}
+        body: dict[str, Any] = {"jwk": signing.public_of(identity),  # v1.2: proof that we hold the key
+                                 "proof": signing.sign_identity_proof(identity, agent_id=agent_id),
+                                 **({"reset": True} if current else {})}
         await call_api(owner, "PUT", f"/agents/{agent_id}/identity", json=body)
         print(f"[owner] identity key {kid} published{' (reset: users consent again)' if current else ''}")
     agent = await call_api(owner, "GET", f"/agents/{agent_id}")

@@ -39,6 +39,7 @@ from hashee_sdk.wire import AGENT_TO_USER, b64encode
 from relations import services as relation_services
 from relations.models import Relation
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
+from tests.core.test_signing import SMALL_ORDER_POINTS
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
 from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
 
@@ -57,7 +58,9 @@ class Identified:
     def __init__(self, alice: Any, bob: Any, manifest: dict[str, Any], state: Path) -> None:
         self.alice, self.state = alice, state
         self.agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-        identity_services.identity_key_publish(agent_id=self.agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY))
+        identity_services.identity_key_publish(
+            agent_id=self.agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY),
+            proof=signing.sign_identity_proof(ALICE_KEY, agent_id=str(self.agent.pk)))
         self.manifest = {**copy.deepcopy(manifest), "agent_version": "1.0.1"}
         signed_version(alice, self.agent.pk, self.manifest, ALICE_KEY)
         self.relation_id = str(relation_services.relation_create(
@@ -178,6 +181,23 @@ def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> No
     assert world.refusals() == ["identity_changed"]
 
 
+@pytest.mark.parametrize("encoding", [SMALL_ORDER_POINTS[0], SMALL_ORDER_POINTS[4]])
+def test_an_identity_of_small_order_is_never_pinned(world: Identified, encoding: str) -> None:
+    # A server that serves, from the first sight, a key for which forged signatures verify.
+    small = {"kty": "OKP", "crv": "Ed25519", "x": signing.b64url(bytes.fromhex(encoding))}
+    world.user_side.lie(f"/agents/{world.agent.pk}/identity", lambda body: {**body, "jwk": small})
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        return await world.call("notify", {"title": "hi"}, timeout=2)
+
+    with pytest.raises(ToolCallTimeout):
+        run(scenario)
+
+    assert world.ran == [] and world.approver.asked == []
+    assert world.client.store.pinned_identity(world.relation_id) == (False, None)
+
+
 def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_again(world: Identified) -> None:
     async def scenario() -> tuple[str | None, str | None, ToolResult]:
         await world.setup()
@@ -254,7 +274,8 @@ async def rotate(world: Identified) -> None:
     """alice rotates the identity (signed by the old key), re-signs the manifest and the runtime key."""
     def owner_side() -> None:
         identity_services.identity_key_publish(agent_id=world.agent.pk, actor=world.alice,
-                                               jwk=signing.public_of(NEW_KEY), rotation=rotation(ALICE_KEY, NEW_KEY))
+                                               jwk=signing.public_of(NEW_KEY), rotation=rotation(ALICE_KEY, NEW_KEY),
+                                               proof=signing.sign_identity_proof(NEW_KEY, agent_id=str(world.agent.pk)))
         world.manifest = {**world.manifest, "agent_version": "1.0.2"}
         signed_version(world.alice, world.agent.pk, world.manifest, NEW_KEY)
 
@@ -346,7 +367,8 @@ def test_an_identity_reset_on_the_server_is_refused_until_bob_accepts(world: Ide
         await world.setup()
         assert (await world.call("send_notification", {"title": "hi"})).ok
         await database_sync_to_async(identity_services.identity_key_publish)(
-            agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True)
+            agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True,
+            proof=signing.sign_identity_proof(MALLORY_KEY, agent_id=str(world.agent.pk)))
         world.client.keydir.forget()
         world.client._invalidate(world.relation_id)
         return await world.call("send_notification", {"title": "after the reset"}, timeout=2)
