@@ -189,7 +189,7 @@ def test_an_identity_of_small_order_is_never_pinned(world: Identified, encoding:
 
     async def scenario() -> ToolResult:
         await world.setup()
-        return await world.call("notify", {"title": "hi"}, timeout=2)
+        return await world.call("send_notification", {"title": "hi"}, timeout=2)
 
     with pytest.raises(ToolCallTimeout):
         run(scenario)
