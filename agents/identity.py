@@ -80,17 +80,20 @@ def _detail(code: str, message: str) -> dict[str, str]:
     return {"path": "/capability_manifest_signature", "code": code, "message": message}
 
 
-def identity_key_publish(*, agent_id: Any, actor: Any, jwk: Any, rotation: str | None = None,
+def identity_key_publish(*, agent_id: Any, actor: Any, jwk: Any, proof: str | None, rotation: str | None = None,
                          reset: bool = False) -> tuple[AgentIdentityKey, bool]:
     """Register or replace the agent's identity key; returns (current key, created).
 
-    Publishing the current key again changes nothing. Replacing a key needs ``rotation``
-    (a compact JWS by the old key whose payload is the new kid) or ``reset``, which puts
-    every live relation in reauth_required. Raises VALIDATION_ERROR (not an Ed25519
-    public JWK), IDENTITY_KEY_EXISTS, KEY_SIGNATURE_INVALID.
+    Every publication carries ``proof`` (v1.2): a compact JWS by the new key itself over
+    ``"hashee-identity-v1\\n" + agent_id``. Publishing the current key again changes
+    nothing. Replacing a key needs ``rotation`` (a compact JWS by the old key whose payload
+    is the new kid) or ``reset``, which puts every live relation in reauth_required. Raises
+    VALIDATION_ERROR (not an Ed25519 public JWK, or one of small order),
+    IDENTITY_PROOF_INVALID, IDENTITY_KEY_EXISTS, KEY_SIGNATURE_INVALID.
     """
     public = _public_jwk(jwk)
     kid = signing.jwk_thumbprint(public)
+    _check_proof(proof, public, agent_id=str(agent_id))
     with transaction.atomic():
         agent = Agent.objects.select_for_update().get(pk=agent_id)
         current = identity_key_current(agent_id=agent.pk)
@@ -121,6 +124,22 @@ def _public_jwk(jwk: Any) -> dict[str, str]:
     except signing.InvalidKeyError as exc:
         details = [{**d, "path": f"/jwk{d['path']}"} for d in exc.details]
         raise HasheeError("VALIDATION_ERROR", exc.message, details) from None
+
+
+def _check_proof(proof: str | None, public: dict[str, str], *, agent_id: str) -> None:
+    """Refuse a key whose publisher does not show they hold its private half (before any write)."""
+    if proof is None:
+        raise _proof_invalid("An identity key needs \"proof\": a compact JWS by that key (kid = its thumbprint) "
+                             f"over \"hashee-identity-v1\\n{agent_id}\"; `manage.py manifest prove` makes one.")
+    try:
+        signing.verify_identity_proof(proof, public, agent_id=agent_id)
+    except signing.InvalidSignatureError as exc:
+        raise _proof_invalid(f"The proof does not verify with the key being registered: {exc}") from None
+
+
+def _proof_invalid(message: str) -> HasheeError:
+    return HasheeError("IDENTITY_PROOF_INVALID", message,
+                       [{"path": "/proof", "code": "IDENTITY_PROOF_INVALID", "message": message}])
 
 
 def _retirement(current: AgentIdentityKey | None, new_kid: str, *, rotation: str | None, reset: bool) -> str:

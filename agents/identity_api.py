@@ -33,6 +33,11 @@ class StrictInput(serializers.Serializer):
 
 class IdentityPublishInput(StrictInput):
     jwk = serializers.JSONField(help_text='The public key: {"kty": "OKP", "crv": "Ed25519", "x": "…"}')
+    proof = serializers.CharField(
+        required=False, allow_null=True, default=None, max_length=4096,
+        help_text='Required (SPEC §9.1 v1.2): compact JWS (EdDSA, attached payload, kid = the new key\'s kid) made '
+                  'with the new key over "hashee-identity-v1\\n" + the agent id (UTF-8); missing or not verifying '
+                  '→ 400 IDENTITY_PROOF_INVALID, nothing stored. `manage.py manifest prove` makes it.')
     rotation = serializers.CharField(required=False, allow_null=True, default=None, max_length=4096,
                                      help_text="Compact JWS (EdDSA) by the current key whose payload is the new kid")
     reset = serializers.BooleanField(required=False, default=False,
@@ -70,6 +75,10 @@ class AgentIdentityView(APIView):
         return Response(identity_body(key))
 
     @extend_schema(operation_id="agents_identity_publish", summary="Publish, rotate or reset the agent's identity key",
+                   description="The body proves possession of the new key (`proof`, else 400 IDENTITY_PROOF_INVALID); "
+                               "a JWK that is not an Ed25519 public key, or one of small order, is 400 "
+                               "VALIDATION_ERROR; replacing a key needs `rotation` (else 409 IDENTITY_KEY_EXISTS, "
+                               "400 KEY_SIGNATURE_INVALID) or `reset`.",
                    request=IdentityPublishInput,
                    responses={200: IdentityOutput, 201: IdentityOutput, 400: ERROR, 401: ERROR, 403: ERROR,
                               404: ERROR, 409: ERROR})

@@ -93,10 +93,11 @@ async def http_bridge(world: dict[str, Any], url: str) -> AsyncIterator[tuple[Ca
     from mcp.client.streamable_http import streamable_http_client
     from mcp_parts import TimedBridge
 
-    from hashee_sdk import AgentRuntime, HttpxTransport, KeyPair
+    from hashee_sdk import AgentRuntime, HttpxTransport, KeyPair, LocalStore
 
     http = HttpxTransport(url, world["agent_key"])
-    runtime = AgentRuntime(transport=http, agent_id=world["agent_id"], keys=KeyPair.generate(), manifest=world["manifest"])
+    runtime = AgentRuntime(transport=http, agent_id=world["agent_id"], keys=KeyPair.generate(), manifest=world["manifest"],
+                           store=LocalStore.in_memory())
     await runtime.register_key()
     bridge, port = TimedBridge(runtime, world["relation_id"]), free_port()
     connected, started = asyncio.Event(), asyncio.Event()

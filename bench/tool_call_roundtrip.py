@@ -62,7 +62,8 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
     from hashee_sdk.core import signing
 
     private = signing.generate_private_jwk()
-    identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private))
+    identity_services.identity_key_publish(agent_id=agent_id, actor=owner, jwk=signing.public_of(private),
+                                           proof=signing.sign_identity_proof(private, agent_id=str(agent_id)))
     manifest = {**DEMO_MANIFEST, "agent_version": "1.0.1"}
     agent_services.agent_update(agent_id=agent_id, actor=owner, capability_manifest=manifest,
                                 capability_manifest_signature=signing.sign_manifest(manifest, private))
@@ -70,14 +71,14 @@ def identify(owner: Any, agent_id: Any) -> dict[str, Any]:
 
 
 async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[float]:
-    from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, UserClient
+    from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, LocalStore, UserClient
 
     user_http, agent_http = HttpxTransport(url, world["user_key"]), HttpxTransport(url, world["agent_key"])
     client = UserClient(transport=user_http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
                         handlers={"send_notification": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
     options = {"identity_key": world["identity"]} if world["identity"] is not None else {}
     agent = AgentRuntime(transport=agent_http, agent_id=world["agent_id"], keys=KeyPair.generate(),
-                         manifest=world["manifest"], **options)
+                         manifest=world["manifest"], store=LocalStore.in_memory(), **options)
     await client.register_device()
     await agent.register_key()
     ready = [asyncio.Event(), asyncio.Event()]

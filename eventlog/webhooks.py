@@ -4,7 +4,8 @@ The URL policy: no delivery to private, loopback or link-local addresses unless
 ``HASHEE_WEBHOOK_ALLOW_PRIVATE`` is set (checked on save, again at delivery, and on the
 very addresses the worker connects to, so that a DNS answer changed since the check
 cannot steer it to an internal address). An IPv6 address that embeds an IPv4 address
-(NAT64, 6to4, Teredo, mapped) is judged by that address (hashee.core.addresses).
+(NAT64, 6to4, Teredo, mapped, ISATAP) is judged by that address, and every IANA
+special-purpose block is refused (hashee.core.addresses).
 Delivery: recorded in the caller's transaction, sent and retried by a worker.
 """
 
@@ -73,8 +74,15 @@ def _address_policy_check(host: str, addresses: list[str]) -> None:
     if settings.HASHEE_WEBHOOK_ALLOW_PRIVATE:
         return
     blocked = [a for a in addresses if not is_public_address(a)]
-    if blocked or host.lower() in ("localhost",) or host.endswith(".localhost"):
+    if blocked or _is_localhost(host):
         raise _invalid("The webhook URL points at a private, loopback or link-local address.")
+
+
+def _is_localhost(host: str) -> bool:
+    """RFC 6761 §6.3: ``localhost`` and every name under it, in any case, as an absolute
+    name too (``foo.localhost.``: the trailing dot only says the name is fully qualified)."""
+    name = host.lower().removesuffix(".")
+    return name == "localhost" or name.endswith(".localhost")
 
 
 # --- Delivery (Standard Webhooks) ---------------------------------------------------

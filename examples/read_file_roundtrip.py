@@ -42,6 +42,7 @@ from hashee_sdk import (  # noqa: E402
     AuditLog,
     HttpxTransport,
     KeyPair,
+    LocalStore,
     PromptRequest,
     SdkError,
     UserClient,
@@ -124,7 +125,9 @@ async def ensure_signed(owner: Transport, agent_id: str, manifest: dict[str, Any
         current = None
     if current != kid:
         # Not ours (another state dir made it): without its private key only a reset replaces it.
-        body: dict[str, Any] = {"jwk": signing.public_of(identity), **({"reset": True} if current else {})}
+        body: dict[str, Any] = {"jwk": signing.public_of(identity),  # v1.2: proof that we hold the key
+                                 "proof": signing.sign_identity_proof(identity, agent_id=agent_id),
+                                 **({"reset": True} if current else {})}
         await call_api(owner, "PUT", f"/agents/{agent_id}/identity", json=body)
         print(f"[owner] identity key {kid} published{' (reset: users consent again)' if current else ''}")
     agent = await call_api(owner, "GET", f"/agents/{agent_id}")
@@ -243,7 +246,8 @@ async def round_trip(args: argparse.Namespace) -> int:
                             prompt=terminal_prompt(args.yes), handlers={"read_file": read_file},
                             audit=AuditLog(args.state_dir / "audit.sqlite3"))
         agent = AgentRuntime(transport=agent_http, agent_id=agent_id, keys=key_pair(args.state_dir, f"agent-{agent_id}"),
-                             manifest=manifest, identity_key=identity)
+                             manifest=manifest, identity_key=identity,
+                             store=LocalStore(args.state_dir / f"agent-{agent_id}.sqlite3"))  # pins survive restarts
         await client.register_device()
         await agent.register_key()
         return await call_with_listeners(args, client, agent, agent_key, relation_id)

@@ -86,6 +86,12 @@ def _bodies(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
         for field in schemas[name].get("properties", {}).values():
             if field.get("type") == "string" and field.get("minLength") and not {"pattern", "format", "enum"} & set(field):
                 field["pattern"] = NOT_BLANK
+    # DELETE /h2a/relations/{id} reads an optional body (SPEC §9.6), which drf-spectacular
+    # leaves out of a DELETE: the same signed consent as POST's, alone.
+    signed_consent = schemas["RelationCreateInputRequest"]["properties"]["consent_statement"]
+    paths["/h2a/relations/{relation_id}"]["delete"]["requestBody"] = {"required": False, "content": {
+        "application/json": {"schema": {"type": "object", "additionalProperties": False,
+                                        "properties": {"consent_statement": signed_consent}}}}}
     # Any JSON value is validated: the answer (200) reports what is wrong with it.
     paths["/manifests/validate"]["post"]["requestBody"] = {
         "required": True, "content": {"application/json": {"schema": {}}}}

@@ -233,11 +233,17 @@ SPECTACULAR_SETTINGS = {
 # rates: count/period (hashee.login_throttle).
 HASHEE_LOGIN_RATE_PER_IP = os.environ.get("HASHEE_LOGIN_RATE_PER_IP", "50/15m")
 HASHEE_LOGIN_RATE_PER_USERNAME = os.environ.get("HASHEE_LOGIN_RATE_PER_USERNAME", "10/15m")
+# POST /oauth/token per client address and per subject key's lookup prefix (agents.oauth_api):
+# a runtime needs one exchange per token lifetime, so a few dozen a minute is generous.
+HASHEE_OAUTH_TOKEN_RATE_PER_IP = os.environ.get("HASHEE_OAUTH_TOKEN_RATE_PER_IP", "60/m")
+HASHEE_OAUTH_TOKEN_RATE_PER_SUBJECT = os.environ.get("HASHEE_OAUTH_TOKEN_RATE_PER_SUBJECT", "20/m")
 
 # Threads serving HTTP in each ASGI process (each may hold one database connection).
 HASHEE_HTTP_THREADS = int(os.environ.get("HASHEE_HTTP_THREADS", "16"))
-# A private Ed25519 JWK (JSON) that signs agent cards; unset → derived from SECRET_KEY.
+# A private Ed25519 JWK (JSON) that signs agent cards; unset → derived from SECRET_KEY, except
+# from the public development key: then a random key made once and kept in this 0600 file.
 HASHEE_PLATFORM_SIGNING_KEY = os.environ.get("HASHEE_PLATFORM_SIGNING_KEY", "")
+HASHEE_PLATFORM_KEY_FILE = os.environ.get("HASHEE_PLATFORM_KEY_FILE", str(BASE_DIR / ".run" / "platform-signing-key.jwk"))
 HASHEE_WEBHOOK_ALLOW_PRIVATE = envbool("HASHEE_WEBHOOK_ALLOW_PRIVATE", "0")
 # After a webhook secret is rotated, deliveries are signed with the old one too for this
 # long (Standard Webhooks allows several signatures), then the old one is forgotten.

@@ -51,8 +51,8 @@ class RelationAdmin(admin.ModelAdmin):
     search_fields = ["user__username", "agent__name", "granted_scopes"]
     list_select_related = ["user", "agent"]
     fields = ("id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",
-              "acknowledged_manifest_version", "events_from_id", "events_until_id", "created_at", "updated_at",
-              "revoked_at")
+              "acknowledged_manifest_version", "consent_statement", "consent_seq", "events_from_id", "events_until_id",
+              "created_at", "updated_at", "revoked_at")
     readonly_fields = fields
     actions = ["revoke"]
 

@@ -1,8 +1,11 @@
-"""The relations REST API (SPEC §5.2): consent, re-consent, revoke."""
+"""The relations REST API (SPEC §5.2): consent, re-consent, revoke, each optionally
+signed on the user's device (SPEC §9.6, ``consent_statement``)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from typing import Any, Final
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,10 +15,59 @@ from hashee.api import ERROR, IsUser, Pagination, acting_user, json_body, valida
 from relations import selectors, services
 from relations.models import Relation
 
+STATEMENT_SCHEMA: Final = {
+    "type": "object", "additionalProperties": False,
+    "required": ["agent_id", "user_id", "granted_scopes", "grant_options", "acknowledged_manifest_version",
+                 "acknowledged_manifest_hash", "revoked", "seq", "ts", "device_key_id"],
+    "properties": {
+        "agent_id": {"type": "string", "description": "the relation's agent_id"},
+        "user_id": {"type": "string", "description": "the user as the relation's `user` names them"},
+        "granted_scopes": {"type": "array", "items": {"type": "string"},
+                           "description": "the request's scopes, sorted, without duplicates; [] when revoked"},
+        "grant_options": {"type": "object", "description": "the request's grant_options, {} when none"},
+        "acknowledged_manifest_version": {"type": "integer", "minimum": 1},
+        "acknowledged_manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "revoked": {"type": "boolean", "description": "true for DELETE, false for POST and PATCH"},
+        "seq": {"type": "integer", "minimum": 1, "maximum": 9007199254740991,
+                "description": "greater than every earlier statement of this user for this agent"},
+        "ts": {"type": "integer", "minimum": 0, "maximum": 9007199254740991, "description": "epoch milliseconds"},
+        "device_key_id": {"type": "string", "pattern": "^k_[0-9a-f]{32}$",
+                          "description": "an approved, unrevoked device key of the user (key directory)"},
+    },
+}
+SIGNED_CONSENT_SCHEMA: Final = {
+    "type": "object", "additionalProperties": False, "required": ["statement", "signature"],
+    "description": "SPEC §9.6, docs/wire-spec.md §3: a statement signed by one of the user's trusted devices, "
+                   "over \"hashee-consent-v1\\n\" + its RFC 8785 bytes. A signature that does not verify, or a "
+                   "field that differs from the request, is 400 CONSENT_SIGNATURE_INVALID; a seq not greater "
+                   "than the last one is 409 CONSENT_OUT_OF_ORDER. Nothing is stored on either.",
+    "properties": {"statement": STATEMENT_SCHEMA,
+                   "signature": {"type": "string", "description": "base64 of the raw 64-byte Ed25519 signature"}},
+}
+
+
+@extend_schema_field(SIGNED_CONSENT_SCHEMA)
+class SignedConsentField(serializers.JSONField):
+    """The device's signed consent, kept exactly as sent: its fields are signed bytes, so
+    nothing here may convert them (the service checks them, hashee_sdk.consent_statements)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError('Expected {"statement", "signature"}.', code="invalid")
+        return data
+
+
+@extend_schema_field({**SIGNED_CONSENT_SCHEMA, "nullable": True,
+                      "description": "The last change's consent statement as the user's device signed it; null "
+                                     "when the last change came without one (SPEC §9.6)."})
+class StoredConsentField(serializers.JSONField):
+    pass
+
 
 class RelationCreateInput(serializers.Serializer):
     agent_id = serializers.UUIDField()
     granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
+    consent_statement = SignedConsentField(required=False)
 
 
 class RelationUpdateInput(serializers.Serializer):
@@ -23,6 +75,13 @@ class RelationUpdateInput(serializers.Serializer):
     acknowledged_manifest_version = serializers.IntegerField(required=False, min_value=0)
     acknowledged_manifest_hash = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                                         help_text="SHA-256 (hex) of the version consented to")
+    consent_statement = SignedConsentField(required=False)
+
+
+class RelationRevokeInput(serializers.Serializer):
+    """DELETE's optional JSON body: the revocation signed on the user's device."""
+
+    consent_statement = SignedConsentField(required=False)
 
 
 class RelationOutput(serializers.Serializer):
@@ -38,6 +97,16 @@ class RelationOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     revoked_at = serializers.DateTimeField(allow_null=True)
+    consent_statement = StoredConsentField(allow_null=True)
+
+
+CONSENT_ERROR = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`; among the codes, '
+                                "`CONSENT_SIGNATURE_INVALID`: the consent_statement does not verify with an approved, "
+                                "unrevoked device of the user, or a field differs from the request's (details point "
+                                "at `/consent_statement/...`)")
+CONSENT_CONFLICT = OpenApiResponse(description='Error: `{"error": {"code", "message", "details"}}`; among the codes, '
+                                   "`CONSENT_OUT_OF_ORDER`: the consent_statement's seq is not greater than the last "
+                                   "one of this user for this agent")
 
 
 class RelationListCreateView(APIView):
@@ -54,11 +123,13 @@ class RelationListCreateView(APIView):
 
     @extend_schema(operation_id="relations_create", summary="Connect to an agent (consent to scopes)",
                    request=RelationCreateInput,
-                   responses={201: RelationOutput, 400: ERROR, 401: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
+                   responses={201: RelationOutput, 400: CONSENT_ERROR, 401: ERROR, 403: ERROR, 404: ERROR,
+                              409: CONSENT_CONFLICT})
     def post(self, request: Request) -> Response:
         data = validated(RelationCreateInput, json_body(request))
         relation = services.relation_create(user=acting_user(request), agent_id=data["agent_id"],
-                                            granted_scopes=data["granted_scopes"])
+                                            granted_scopes=data["granted_scopes"],
+                                            consent_statement=data.get("consent_statement"))
         return Response(services.relation_payload(relation), status=status.HTTP_201_CREATED)
 
 
@@ -73,7 +144,7 @@ class RelationDetailView(APIView):
 
     @extend_schema(operation_id="relations_reconsent", summary="Change or re-consent to granted scopes",
                    request=RelationUpdateInput,
-                   responses={200: RelationOutput, 400: ERROR, 403: ERROR, 404: ERROR, 409: ERROR})
+                   responses={200: RelationOutput, 400: CONSENT_ERROR, 403: ERROR, 404: ERROR, 409: CONSENT_CONFLICT})
     def patch(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
         data = validated(RelationUpdateInput, json_body(request))
@@ -81,8 +152,12 @@ class RelationDetailView(APIView):
         return Response(services.relation_payload(relation))
 
     @extend_schema(operation_id="relations_revoke", summary="Revoke a relation",
-                   responses={200: RelationOutput, 404: ERROR})
+                   description="Without a body, or with a JSON body `{\"consent_statement\"}` signed on the user's "
+                               "device (`revoked: true`, no scopes; SPEC §9.6).",
+                   responses={200: RelationOutput, 400: CONSENT_ERROR, 404: ERROR, 409: CONSENT_CONFLICT})
     def delete(self, request: Request, relation_id: str) -> Response:
         relation = selectors.relation_get_for_user(relation_id=relation_id, user=request.user)
-        relation = services.relation_revoke(relation=relation)
+        data = {} if request.stream is None else validated(
+            RelationRevokeInput, json_body(request), hint="A DELETE body holds consent_statement only.")
+        relation = services.relation_revoke(relation=relation, consent_statement=data.get("consent_statement"))
         return Response(services.relation_payload(relation))

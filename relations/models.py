@@ -30,6 +30,11 @@ class Relation(models.Model):
     acknowledged_manifest_hash = models.CharField(max_length=64, blank=True, default="")
     # The agent's identity_resets the user last consented under (SPEC §9.1 reset).
     acknowledged_identity_resets = models.PositiveIntegerField(default=0)
+    # SPEC §9.6: the last change's consent statement as the user's device signed it
+    # ({"statement", "signature"}), null when the last change came unsigned; and the
+    # highest seq ever accepted on this relation, which an unsigned change never lowers.
+    consent_statement = models.JSONField(null=True, blank=True, editable=False)
+    consent_seq = models.PositiveBigIntegerField(default=0, editable=False)
     # The event-log window in which the user belongs to the agent's audience.
     events_from_id = models.BigIntegerField(default=0, editable=False)
     events_until_id = models.BigIntegerField(null=True, blank=True, editable=False)

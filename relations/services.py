@@ -1,20 +1,30 @@
 """Every write to a relation: create (consent), re-consent, revoke. Each is one
-transaction that also writes the events the user and the agent receive."""
+transaction that also writes the events the user and the agent receive.
+
+Each accepts the user's device-signed ``consent_statement`` (SPEC §9.6), checked before
+anything changes; a change without one is stored unsigned, as consent from the portal is.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from agents.models import Agent, AgentId
 from eventlog.services import Stamp, event_emit
 from hashee.errors import HasheeError
 from hashee_sdk.core.event_types import EventType
+from relations.consent import consent_asked, consent_verify
 from relations.models import Relation
 from relations.selectors import declared_scopes, relation_states
+from toolcalls.keydir_selectors import user_trusted_device_keys
+
+SignedConsent = Mapping[str, Any]  # {"statement": {…}, "signature": "<base64>"} as the device sent it
 
 
 def relation_payload(relation: Relation) -> dict[str, Any]:
@@ -28,6 +38,7 @@ def relation_payload(relation: Relation) -> dict[str, Any]:
         "current_manifest_version": relation.agent.capability_manifest_version,
         "created_at": _iso(relation.created_at), "updated_at": _iso(relation.updated_at),
         "revoked_at": _iso(relation.revoked_at) if relation.revoked_at else None,
+        "consent_statement": relation.consent_statement,
     }
 
 
@@ -54,10 +65,12 @@ def _emit(relation: Relation, type: str, *, window_field: str | None = None) -> 
                       stamp=stamp).id
 
 
-def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str]) -> Relation:
+def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str],
+                    consent_statement: SignedConsent | None = None) -> Relation:
     """Consent: link a user and an agent with the scopes granted.
 
-    Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, RELATION_EXISTS.
+    Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, RELATION_EXISTS,
+    CONSENT_SIGNATURE_INVALID, CONSENT_OUT_OF_ORDER.
     """
     with transaction.atomic():
         agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
@@ -70,14 +83,39 @@ def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str])
         scopes = _check_scopes(agent, granted_scopes)
         if Relation.objects.filter(user=user, agent=agent, revoked_at__isnull=True).exists():
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.")
+        signed = _consent_accept(consent_statement, user=user, agent=agent, granted_scopes=scopes)
         try:
             with transaction.atomic():
                 relation = Relation.objects.create(user=user, agent=agent, granted_scopes=scopes,
-                                                   **_acknowledgement(agent))
+                                                   **_acknowledgement(agent), **_consent_fields(signed, 0))
         except IntegrityError as exc:
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.") from exc
         relation.events_from_id = _emit(relation, EventType.RELATION_CREATED, window_field="events_from_id")
     return relation
+
+
+def _consent_accept(signed: SignedConsent | None, *, user: User, agent: Agent, granted_scopes: list[str],
+                    revoked: bool = False) -> dict[str, Any] | None:
+    """The checked consent to store (None for an unsigned change): signed by a trusted device
+    of ``user``, stating this change to the agent's current manifest, its seq above every one
+    of the user's relations with the agent, revoked ones too (so that a new relation cannot
+    take an old statement again). The caller holds the agent's row lock, which every signed
+    change of this user and agent takes: two statements cannot both pass with one seq."""
+    if signed is None:
+        return None
+    asked = consent_asked(agent_id=agent.pk, user_id=user.get_username(), granted_scopes=granted_scopes,
+                          grant_options=None,  # relations keep no grant_options yet (SPEC §5.2, v1.2)
+                          acknowledged_manifest_version=agent.capability_manifest_version,
+                          acknowledged_manifest_hash=agent.capability_manifest_hash, revoked=revoked)
+    last_seq = Relation.objects.filter(user=user, agent=agent).aggregate(last=Max("consent_seq"))["last"] or 0
+    statement = consent_verify(signed, asked=asked, devices=user_trusted_device_keys(user=user), last_seq=last_seq)
+    return {"statement": statement, "signature": signed["signature"]}
+
+
+def _consent_fields(signed: dict[str, Any] | None, seq: int) -> dict[str, Any]:
+    """The relation's record of its last change: the statement, or none; the highest seq
+    stays (an unsigned change after a signed one lowers nothing)."""
+    return {"consent_statement": signed, "consent_seq": signed["statement"]["seq"] if signed else seq}
 
 
 def _acknowledgement(agent: Agent) -> dict[str, Any]:
@@ -89,11 +127,13 @@ def _acknowledgement(agent: Agent) -> dict[str, Any]:
 
 def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
                        acknowledged_manifest_version: int | None = None,
-                       acknowledged_manifest_hash: str | None = None) -> Relation:
+                       acknowledged_manifest_hash: str | None = None,
+                       consent_statement: SignedConsent | None = None) -> Relation:
     """Re-consent to the agent's current manifest (and publisher): active again, pending cleared.
 
     Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VERSION_CONFLICT (a stale acknowledged
-    version, or a hash that is not the current version's).
+    version, or a hash that is not the current version's), CONSENT_SIGNATURE_INVALID,
+    CONSENT_OUT_OF_ORDER.
     """
     with transaction.atomic():
         relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
@@ -112,22 +152,40 @@ def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
                               f"The acknowledged hash is not that of version {current}, the current one.",
                               [{"path": "/acknowledged_manifest_hash", "code": "VERSION_CONFLICT",
                                 "message": f"version {current} has hash {agent.capability_manifest_hash or None}"}])
-        relation.granted_scopes = _check_scopes(agent, granted_scopes)
-        acknowledgement = _acknowledgement(agent)
-        for name, value in acknowledgement.items():
+        scopes = _check_scopes(agent, granted_scopes)
+        # The version and hash the request names, when it names them, are the current ones (checked above).
+        signed = _consent_accept(consent_statement, user=relation.user, agent=agent, granted_scopes=scopes)
+        relation.granted_scopes = scopes
+        changes = {**_acknowledgement(agent), **_consent_fields(signed, relation.consent_seq)}
+        for name, value in changes.items():
             setattr(relation, name, value)
-        relation.save(update_fields=["granted_scopes", *acknowledgement, "updated_at"])
+        relation.save(update_fields=["granted_scopes", *changes, "updated_at"])
         _emit(relation, EventType.RELATION_UPDATED)
     return relation
 
 
-def relation_revoke(*, relation: Relation) -> Relation:
-    """Revoke (kept for audit); the user's sockets leave the agent's audience."""
+def relation_revoke(*, relation: Relation, consent_statement: SignedConsent | None = None) -> Relation:
+    """Revoke (kept for audit); the user's sockets leave the agent's audience. Revoking a
+    revoked relation changes nothing; a statement sent with it is still checked, unless it
+    is the one stored (a retry).
+
+    Raises CONSENT_SIGNATURE_INVALID, CONSENT_OUT_OF_ORDER.
+    """
     with transaction.atomic():
         relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
+        # The agent's row lock too, after the relation's as relation_reconsent takes them: every
+        # signed change of a user and agent holds it while it checks and stores the seq.
+        relation.agent = Agent.objects.select_for_update().get(pk=relation.agent_id)
+        retry = (relation.revoked_at is not None and consent_statement is not None
+                 and dict(consent_statement) == relation.consent_statement)
+        signed = None if retry else _consent_accept(consent_statement, user=relation.user, agent=relation.agent,
+                                                    granted_scopes=[], revoked=True)
         if relation.revoked_at is not None:
             return relation
         relation.revoked_at = timezone.now()
-        relation.save(update_fields=["revoked_at", "updated_at"])
+        changes = _consent_fields(signed, relation.consent_seq)
+        for name, value in changes.items():
+            setattr(relation, name, value)
+        relation.save(update_fields=["revoked_at", *changes, "updated_at"])
         relation.events_until_id = _emit(relation, EventType.RELATION_REVOKED, window_field="events_until_id")
     return relation

@@ -61,6 +61,13 @@ def wsgi_keeps_the_test_connection() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def state_dir_of_the_test(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device or runtime built without a store writes to the state directory: never the
+    home directory of whoever runs the tests."""
+    monkeypatch.setenv("HASHEE_STATE_DIR", str(tmp_path_factory.mktemp("hashee-state")))
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -1,5 +1,6 @@
-"""Reads of the key directory that the portal shows: safety numbers (the SDKs compute the
-same themselves) and a user's devices."""
+"""Reads of the key directory: what the portal shows (safety numbers, which the SDKs
+compute themselves, and a user's devices) and the devices whose signature the server
+takes for the user's (consent statements, SPEC §9.6)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.contrib.auth.models import User
 from agents.selectors import identity_key_current
 from hashee_sdk import statements, wire
 from hashee_sdk.core import signing
+from hashee_sdk.crypto import PublicKeys
 from relations.models import Relation
 from toolcalls.keydir_models import DeviceKey
 
@@ -52,3 +54,12 @@ def devices(*, user: User) -> list[DeviceRow]:
     rows = [DeviceRow(key, names.get(key.approved_by_key_id, key.approved_by_key_id)) for key in keys]
     return sorted(rows, key=lambda row: row.key.approved_at is not None)
 
+
+def user_trusted_device_keys(*, user: User) -> dict[str, PublicKeys]:
+    """key id → public keys of the user's trusted devices: approved (the first one on first
+    use) and not revoked. A pending device, or a key its device replaced, is not one. The
+    ids are derived again from the keys, not read from the row."""
+    keys = DeviceKey.objects.filter(user=user, revoked_at__isnull=True, approved_at__isnull=False)
+    trusted = (PublicKeys.from_raw(wire.public_key_bytes(key.x25519_public), wire.public_key_bytes(key.ed25519_public))
+               for key in keys.only("x25519_public", "ed25519_public"))
+    return {device.key_id: device for device in trusted}

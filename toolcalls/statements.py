@@ -44,8 +44,9 @@ API_KEY: Part = (ApiKey, ("id", "kind", "user", "agent", "name", "prefix", "key_
                           "last_used_at", "revoked_at"))
 ACCESS_TOKEN: Part = (AccessToken, ("id", "key", "prefix", "token_hash", "scopes", "created_at", "expires_at"))
 RELATION: Part = (Relation, ("id", "user", "agent", "granted_scopes", "acknowledged_manifest_version",
-                             "acknowledged_manifest_hash", "acknowledged_identity_resets", "events_from_id",
-                             "events_until_id", "created_at", "updated_at", "revoked_at"))
+                             "acknowledged_manifest_hash", "acknowledged_identity_resets", "consent_statement",
+                             "consent_seq", "events_from_id", "events_until_id", "created_at", "updated_at",
+                             "revoked_at"))
 # The agent fields a message needs: its state, and where its webhooks go.
 MESSAGING_AGENT: Part = (Agent, ("id", "owner", "name", "status", "webhook_url"))
 # What deciding and finding the tool list needs of the agent: not its manifest.
@@ -70,8 +71,8 @@ _ACCESS_TOKENS_BY_PREFIX = """
 
 _RELATION_COLUMNS = """
     r.id, r.user_id, r.agent_id, r.granted_scopes, r.acknowledged_manifest_version, r.acknowledged_manifest_hash,
-    r.acknowledged_identity_resets, r.events_from_id, r.events_until_id, r.created_at, r.updated_at,
-    r.revoked_at"""
+    r.acknowledged_identity_resets, r.consent_statement, r.consent_seq, r.events_from_id, r.events_until_id,
+    r.created_at, r.updated_at, r.revoked_at"""
 
 _RELATION_WITH_AGENT = {
     MESSAGING_AGENT: f"""

@@ -20,7 +20,8 @@ declared → pending re-consent → granted → arguments → policy → prompt 
 Agent runtime::
 
     agent = AgentRuntime(transport=HttpxTransport(url, "hak_…"), agent_id=AGENT_ID,
-                         keys=KeyPair.generate(), manifest=MANIFEST)   # the published manifest
+                         keys=KeyPair.generate(), manifest=MANIFEST,   # the published manifest
+                         store=LocalStore("runtime.sqlite3"))  # pins and tombstones (default: $HASHEE_STATE_DIR)
     await agent.register_key()                     # POST /agents/{id}/keys
     listener = asyncio.create_task(agent.listen(url, "hak_…"))   # /ws/agent
     result = await agent.call_tool(relation_id, "read_file", {"path": "notes.txt"})
@@ -46,7 +47,7 @@ A tool runtime that must not hold the agent key uses short-lived ``hat_`` tokens
     async with Agent(url, tokens, agent_id=AGENT_ID, keystore=store) as agent: ...
 
 Errors: RateLimited (429, ``retry_after``), ToolCallTimeout, ArgumentsInvalid,
-ToolNotDeclared, ManifestNotPublished, NoRecipientKey, ResultInvalid (a result that breaks
+ToolNotDeclared, ManifestNotPublished, NoRecipientKey (AmbiguousRoot), ResultInvalid (a result that breaks
 the tool's output_schema), TokenExchangeRefused (a revoked key ends renewal), ApiError, and the EnvelopeError family for refused envelopes.
 """
 
@@ -61,12 +62,15 @@ from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.device_tools import desktop_tools
 from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from hashee_sdk.errors import (
+    AgentChanged,
+    AmbiguousRoot,
     ApiError,
     ArgumentsInvalid,
     BadSignature,
     CallExpired,
     CallMalformed,
     CallReplayed,
+    ConsentUnverified,
     DecryptionFailed,
     EnvelopeError,
     MalformedEnvelope,
@@ -76,6 +80,7 @@ from hashee_sdk.errors import (
     PlatformRefused,
     RateLimited,
     ResultInvalid,
+    SafetyNumberMismatch,
     SdkError,
     TokenExchangeRefused,
     ToolCallFailed,
@@ -97,13 +102,16 @@ from hashee_sdk.trust import KeyPins, ManifestVerifier, VerifiedManifest
 from hashee_sdk.views import RelationView
 
 __all__ = [
-    "AccessToken", "Agent", "AgentKeyExchange", "AgentRuntime", "ApiError", "ArgumentsInvalid", "AuditEntry",
-    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "Credential",
+    "AccessToken", "Agent", "AgentChanged", "AgentKeyExchange", "AgentRuntime", "AmbiguousRoot", "ApiError", "ArgumentsInvalid",
+    "AuditEntry",
+    "AuditLog", "BadSignature", "CallExpired", "CallMalformed", "CallReplayed", "CompiledManifest", "ConsentUnverified",
+    "Credential",
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",
-    "OpenedCopy", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys",
-    "RelationView", "ResultInvalid", "SdkError", "SensitivityPolicy", "TokenExchangeRefused", "TokenSource", "Tool",
+    "OpenedCopy", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient",
+    "RelationKeys", "RelationView", "ResultInvalid", "SafetyNumberMismatch", "SdkError", "SensitivityPolicy",
+    "TokenExchangeRefused", "TokenSource", "Tool",
     "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
     "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "compile_manifest",
     "decide", "desktop_tools", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",

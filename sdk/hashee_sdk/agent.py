@@ -16,6 +16,12 @@ raises :class:`ResultInvalid` (SPEC §10.4). The reply key's private half is dro
 when the call resolves or times out, so a later theft of the runtime's keys opens no
 stored response. A 429 is raised at once as :class:`RateLimited` with ``retry_after``
 seconds; nothing is retried behind the caller's back.
+
+Consent signed on the user's device (SPEC §9.6): the runtime verifies the
+``consent_statement`` of every ``h2a.relation_*`` event with the user's trusted devices and
+keeps the newest; a call the newest verified statement does not give — a scope it does not
+grant, a scope changed in a breaking way since the version it acknowledges, or a relation it
+revoked — raises :class:`ConsentUnverified` before anything is sent.
 """
 
 from __future__ import annotations
@@ -32,9 +38,11 @@ from nacl.public import PrivateKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hashee_sdk import contract, envelope, statements, wire
+from hashee_sdk.consent_memory import ConsentMemory, acknowledgement_of
 from hashee_sdk.contract import CompiledTool
 from hashee_sdk.core import signing
-from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
+from hashee_sdk.core.canonical import CanonicalizationError, canonical_hash, canonicalize
+from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.credentials import Credential
 from hashee_sdk.crypto import KeyPair, PublicKeys
@@ -42,6 +50,7 @@ from hashee_sdk.envelope import Recipient
 from hashee_sdk.errors import (
     ApiError,
     ArgumentsInvalid,
+    ConsentUnverified,
     EnvelopeError,
     ManifestNotPublished,
     NoRecipientKey,
@@ -53,10 +62,10 @@ from hashee_sdk.errors import (
     WrongRecipient,
 )
 from hashee_sdk.events import FrameConsumer, listen
-from hashee_sdk.keys import KeyDirectory, root_device
+from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_file
 from hashee_sdk.trust import USER, KeyPins
 
 logger = logging.getLogger(__name__)
@@ -120,8 +129,9 @@ class _Pending:
 
 class AgentRuntime(FrameConsumer):
     """One agent runtime process, holding one agent key pair and the agent's manifest.
-    ``store`` keeps the pinned device keys and the event cursor (pass a file to keep them
-    across restarts). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
+    ``store`` keeps the pinned device keys, the tombstones and the event cursor; by default
+    in the state directory's file named by ``agent_id`` (:func:`~hashee_sdk.store.state_file`),
+    so a restart re-trusts nothing on first sight (``LocalStore.in_memory()`` to forget). ``identity_key`` (the agent's private identity JWK, SPEC §9.1), where
     the runtime may hold it, signs the runtime key it publishes; otherwise pass a signature
     made offline to :meth:`register_key`."""
 
@@ -135,12 +145,14 @@ class AgentRuntime(FrameConsumer):
         self.keys = keys
         self.manifest = contract.compile_manifest(manifest)
         self.clock = clock
-        self.store = store if store is not None else LocalStore()
+        self.store = store if store is not None else LocalStore(state_file("agent", self.agent_id))
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=USER,
                                                                      pins=KeyPins(self.store))
         self.prompt_allowance_s = prompt_allowance_s
         self._pending: dict[str, _Pending] = {}  # by reply key id
         self._published: tuple[int, float] | None = None  # (version, when checked)
+        self.consents = ConsentMemory(self.store)
+        self._breaking: dict[tuple[int, str, str], frozenset[str]] = {}  # (acknowledged, own hash) → changed
 
     @property
     def pending_calls(self) -> int:
@@ -160,15 +172,15 @@ class AgentRuntime(FrameConsumer):
 
     async def safety_number(self, relation_id: str) -> str | None:
         """The relation's safety number as this side sees it (the agent's identity and the
-        user's first trusted device), for the owner to compare with the user's; None when
-        the agent has no identity key."""
+        user's root device this runtime pinned at its first look), for the owner to compare
+        with the user's; None when the agent has no identity key. Raises AmbiguousRoot."""
         identity = (signing.public_of(self.identity_key) if self.identity_key is not None
                     else await self.keydir.served_identity(self.agent_id))
-        root = root_device(await self.keydir.relation(str(relation_id)))
+        root = await self.keydir.root(str(relation_id))
         if identity is None or root is None:
             return None
         return statements.safety_number(agent_id=self.agent_id, agent_identity=signing.b64url_decode(identity["x"]),
-                                        user_root_device=root.keys.ed25519)
+                                        user_root_device=root.ed25519)
 
     def validate(self, name: str, arguments: Any) -> CompiledTool:
         """The declared tool; raises ToolNotDeclared or ArgumentsInvalid (with details)."""
@@ -203,12 +215,14 @@ class AgentRuntime(FrameConsumer):
                         timeout: float | None = None, device_id: str | None = None) -> ToolResult:
         """Call a tool on the user's devices and wait for the first verified answer.
 
-        Raises ToolNotDeclared, ArgumentsInvalid, ManifestNotPublished, NoRecipientKey,
-        RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout, ResultInvalid."""
+        Raises ToolNotDeclared, ArgumentsInvalid, ManifestNotPublished, ConsentUnverified,
+        NoRecipientKey, RateLimited (429, with ``retry_after``), ApiError, ToolCallTimeout,
+        ResultInvalid."""
         relation_id = str(relation_id)
         tool = self.validate(name, arguments)
         _check_canonical(name, arguments)
         version = await self.published_version()
+        await self.check_consent(relation_id, tool.scope, version)
         devices = await self._recipients(relation_id, device_id)
         wait = min(timeout if timeout is not None else self.default_timeout(tool),
                    (tool.timeout_ms + EXPIRY_SLACK_MS) / 1000)
@@ -235,6 +249,65 @@ class AgentRuntime(FrameConsumer):
         finally:
             del self._pending[reply_key_id]  # with it goes the only copy of the reply key's private half
 
+    async def check_consent(self, relation_id: str, scope: str, version: int) -> None:
+        """SPEC §9.6: raises ConsentUnverified when the newest consent statement verified for
+        the relation does not give ``scope`` under this runtime's manifest (``version``)."""
+        statement = self.consents.newest(relation_id)
+        if statement is None:
+            return  # never signed: the devices decide (SPEC §9.6, consent given without a device)
+        if statement["revoked"]:
+            raise ConsentUnverified(f"relation {relation_id}: the user revoked it (signed)")
+        if scope not in statement["granted_scopes"]:
+            raise ConsentUnverified(f"relation {relation_id}: the user's signed consent does not grant {scope}")
+        if scope in await self.breaking_since(acknowledgement_of(statement), version):
+            raise ConsentUnverified(f"relation {relation_id}: {scope} changed since the version the user signed for")
+
+    async def breaking_since(self, acknowledged: tuple[int, str], version: int) -> frozenset[str]:
+        """The scopes changed in a breaking way between the acknowledged version (served with
+        the hash the user signed) and this runtime's manifest; every declared scope when the
+        acknowledged version cannot be read as signed."""
+        if acknowledged == (version, self.manifest.hash):
+            return frozenset()
+        key = (*acknowledged, self.manifest.hash)
+        found = self._breaking.get(key)
+        if found is None:
+            found = await self._diff_from(acknowledged, version)
+            self._breaking[key] = found
+        return found
+
+    async def _diff_from(self, acknowledged: tuple[int, str], version: int) -> frozenset[str]:
+        number, digest = acknowledged
+        everything = frozenset(tool.scope for tool in self.manifest.tools.values())
+        before = await self._served_version(number, digest) if 0 < number < version else None
+        current = await self._served_version(version, self.manifest.hash) if before is not None else None
+        if before is None or current is None:
+            logger.warning("version %d is not served as the user signed for it", number)
+            return everything
+        return frozenset(diff_manifests(before, current).scopes_requiring_reauth)
+
+    async def _served_version(self, version: int, digest: str) -> dict[str, Any] | None:
+        """The manifest of ``version`` if the server serves it with the content of ``digest``."""
+        try:
+            body = await call_api(self.transport, "GET", f"/agents/{self.agent_id}/manifest/versions/{version}")
+        except ApiError:
+            return None
+        found = body.get("manifest") if isinstance(body, dict) else None
+        return found if isinstance(found, dict) and canonical_hash(found) == digest else None
+
+    async def observe_relation(self, relation: Mapping[str, Any]) -> None:
+        """Verify and keep the consent statement a relation event carries (SPEC §9.6)."""
+        served = relation.get("consent_statement")
+        if served is None:
+            return
+        relation_id = str(relation.get("relation_id"))
+        try:
+            devices = (await self.keydir.relation(relation_id)).user_keys()  # the trusted ones only
+        except ApiError as exc:
+            logger.warning("relation %s: the consent statement is not checked: %s", relation_id, exc.code)
+            return
+        self.consents.believe(relation_id, served, devices=devices, agent_id=self.agent_id,
+                              user_id=relation.get("user"))
+
     async def _recipients(self, relation_id: str, device_id: str | None) -> list[PublicKeys]:
         for refresh in (False, True):
             keys = await self.keydir.relation(relation_id, refresh=refresh)
@@ -248,6 +321,8 @@ class AgentRuntime(FrameConsumer):
     async def handle_frame(self, frame: Mapping[str, Any]) -> None:
         """Act on one event frame (socket, poll or webhook)."""
         kind, data = frame.get("type"), frame.get("data") or {}
+        if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
+            await self.observe_relation(data.get("relation") or {})
         if kind == EventType.MESSAGE_NEW:
             await self._on_message(str(data.get("relation_id")), data.get("message") or {})
         elif kind == EventType.RELATION_REVOKED:
@@ -257,10 +332,24 @@ class AgentRuntime(FrameConsumer):
                     pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
         elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
             self._published = None
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self._device_changed(kind, data)
         elif kind == EventType.RESYNC_REQUIRED:
             self._published = None
             self.keydir.forget()
             await self._refetch_answers()
+
+    def _device_changed(self, kind: str, data: Mapping[str, Any]) -> None:
+        """The user's devices changed: read the keys again. A device said to be revoked is
+        tombstoned at once (believing the server here can only take trust away)."""
+        relation_id = str(data.get("relation_id") or "")
+        device = data.get("device") if isinstance(data.get("device"), Mapping) else {}
+        key_id = device.get("key_id") if isinstance(device, Mapping) else None
+        if (kind == EventType.DEVICE_REVOKED and relation_id and isinstance(key_id, str)
+                and key_id in self.keydir.pins.store.pinned(relation_id, USER)):
+            logger.warning("relation %s: device key %s revoked: never sealed to again", relation_id, key_id)
+            self.keydir.pins.tombstone(relation_id, USER, [key_id])
+        self.keydir.forget(relation_id or None)
 
     async def _refetch_answers(self) -> None:
         """After a gap in the event log, read the pending calls' relations for their answers."""

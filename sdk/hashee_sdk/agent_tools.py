@@ -10,7 +10,12 @@ agent, a revoked relation), never widen or rewrite it (SPEC §9's threat model):
   grants, SPEC §5.2), the tool's scope must be granted there and not pending re-consent —
   pending as the devices compute it (:func:`~hashee_sdk.consent.consent_for`: the
   server's ``pending_scopes`` plus the diff engine's breaking scopes since the version the
-  user acknowledged, that version checked against its stated hash).
+  user acknowledged, that version checked against its stated hash). A relation that
+  states no acknowledged version (0, null, missing: the server stores none of these for a
+  live relation) is a lie: ManifestUnverified, nothing listed;
+* (SPEC §9.6) the newest consent statement the runtime verified must give the tool: its
+  scope granted there, not changed in a breaking way since the version it acknowledges,
+  the relation not revoked by it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any, Final
 
 from hashee_sdk.agent import AgentRuntime
 from hashee_sdk.consent import consent_for
+from hashee_sdk.consent_memory import acknowledgement_of
 from hashee_sdk.core.canonical import canonical_hash
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.toolspec import callable_tools
@@ -69,20 +75,25 @@ class AgentToolList:
     async def _scopes(self, version: int, document: Mapping[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
         """(granted, pending) as the relation the agent was told of implies them; before
         any such event, every declared scope (the server's list alone narrows)."""
-        relation = self.relation
-        if relation is None:
-            return frozenset(tool["permission_scope"] for tool in document.get("tools", [])), frozenset()
-        if relation.get("status") == "revoked":
+        relation, statement = self.relation, self.runtime.consents.newest(self.relation_id)
+        if (relation is not None and relation.get("status") == "revoked") or (statement or {}).get("revoked"):
             return frozenset(), frozenset()
-        acknowledged = await self._acknowledged(relation, version, document)
-        consent = consent_for(document, acknowledged, server_pending=relation.get("pending_scopes") or ())
-        return frozenset(relation.get("granted_scopes") or ()), consent.pending
+        granted: frozenset[str]
+        pending: frozenset[str]
+        if relation is None:
+            granted, pending = frozenset(tool["permission_scope"] for tool in document.get("tools", [])), frozenset()
+        else:
+            acknowledged = await self._acknowledged(relation, version, document)
+            consent = consent_for(document, acknowledged, server_pending=relation.get("pending_scopes") or ())
+            granted, pending = frozenset(relation.get("granted_scopes") or ()), consent.pending
+        if statement is not None:  # what the user's device signed bounds what the server says
+            granted &= frozenset(statement["granted_scopes"])
+            pending |= await self.runtime.breaking_since(acknowledgement_of(statement), version)
+        return granted, pending
 
     async def _acknowledged(self, relation: Mapping[str, Any], version: int,
-                            document: Mapping[str, Any]) -> Mapping[str, Any] | None:
+                            document: Mapping[str, Any]) -> Mapping[str, Any]:
         acknowledged, stated = relation.get("acknowledged_manifest_version"), relation.get("acknowledged_manifest_hash")
-        if acknowledged == 0 or acknowledged is None:
-            return None
         if type(acknowledged) is not int or not 0 < acknowledged <= version:
             raise ManifestUnverified(f"the relation names no acknowledged version up to {version}")
         found = document if acknowledged == version else self._versions.get(acknowledged)

@@ -46,18 +46,23 @@ class AuditEntry:
 
 
 class AuditLog:
-    """``path`` is a SQLite file, created 0600 (its secret in ``<path>.key``, 0600 too), or
-    ``:memory:``. Besides answered calls it holds the security refusals (status
+    """``path`` is a SQLite file, created 0600 (its secret in ``<path>.key``, 0600 too);
+    :meth:`in_memory` keeps it in memory. Besides answered calls it holds the security refusals (status
     ``refused``: ``call_expired``, ``call_replayed``, ``untrusted_sender``…), so the user
     sees what was stopped."""
 
-    def __init__(self, path: str | Path = ":memory:", *, secret: bytes | None = None,
+    def __init__(self, path: str | Path, *, secret: bytes | None = None,
                  retention_s: float = RETENTION_S) -> None:
         self.path = str(path)
         self.retention_s = retention_s
         self._secret = secret if secret is not None else _load_secret(path)
         self._db = connect_private(path)
         self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def in_memory(cls, *, secret: bytes | None = None, retention_s: float = RETENTION_S) -> AuditLog:
+        """A log that forgets everything with the object (tests, throwaway runs)."""
+        return cls(":memory:", secret=secret, retention_s=retention_s)
 
     def digest(self, arguments: Any) -> str:
         """The keyed digest of some arguments (never reversible without the secret)."""

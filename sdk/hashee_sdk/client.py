@@ -35,12 +35,13 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hashee_sdk import contract, envelope, wire
 from hashee_sdk.audit import AuditLog
+from hashee_sdk.consent_statements import sign_consent
 from hashee_sdk.contract import CompiledTool, Decision
 from hashee_sdk.core.canonical import canonicalize
 from hashee_sdk.core.event_types import EventType
@@ -48,6 +49,7 @@ from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.envelope import OpenedCopy, Recipient
 from hashee_sdk.errors import (
+    AgentChanged,
     ApiError,
     EnvelopeError,
     IdentityChanged,
@@ -58,11 +60,11 @@ from hashee_sdk.errors import (
 from hashee_sdk.events import FrameConsumer, listen
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
-from hashee_sdk.rest import Transport, send_message
+from hashee_sdk.rest import Transport, call_api, send_message
 from hashee_sdk.runner import call_with_deadline
-from hashee_sdk.store import LocalStore
-from hashee_sdk.trust import AGENT, KeyPins
-from hashee_sdk.views import RelationView, RelationViews
+from hashee_sdk.store import LocalStore, state_file
+from hashee_sdk.trust import AGENT, KeyPins, VerifiedManifest
+from hashee_sdk.views import RelationView, RelationViews, public_identity
 
 logger = logging.getLogger(__name__)
 ToolHandler = Callable[[dict[str, Any]], Any]
@@ -141,9 +143,11 @@ DENY_UNVERIFIED = Decision(contract.DENIED, "manifest_unverified")
 class UserClient(FrameConsumer):
     """One device of one user. ``prompt`` returns True to approve (sync or async).
 
-    ``store`` keeps the replay record, the pinned agent keys and the event cursor; by
-    default it is the audit log's own SQLite file (in memory when the audit log is): give
-    the audit log a file and a restart replays nothing.
+    ``audit`` and ``store`` (the replay record, the pins and the event cursor) persist: by
+    default both live in one SQLite file of the state directory named by ``device_id``
+    (:func:`~hashee_sdk.store.state_file`), and ``store`` defaults to the audit log's file,
+    so a restart replays nothing and re-trusts nothing. In memory only when asked for by
+    name (``AuditLog.in_memory()``, ``LocalStore.in_memory()``).
 
     Handlers run under the tool's declared ``timeout_ms``. A coroutine handler that
     overruns is cancelled; a plain (synchronous) handler runs in a daemon thread, and one
@@ -166,7 +170,7 @@ class UserClient(FrameConsumer):
         self.device_id = device_id
         self.prompt = prompt
         self.handlers: dict[str, ToolHandler] = dict(handlers or {})
-        self.audit = audit if audit is not None else AuditLog()
+        self.audit = audit if audit is not None else AuditLog(state_file("device", device_id))
         self.store = store if store is not None else LocalStore(self.audit.path)
         self.session_id = session_id or uuid.uuid4().hex
         self.policy = policy if policy is not None else SensitivityPolicy()
@@ -175,8 +179,11 @@ class UserClient(FrameConsumer):
         self.is_group = is_group
         self.max_waiting_prompts = max_waiting_prompts
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=AGENT,
-                                                                     pins=KeyPins(self.store))
+                                                                     pins=KeyPins(self.store), device=keys.public)
+        if self.keydir.device is None:
+            self.keydir.device = keys.public
         self.views = RelationViews(keydir=self.keydir, clock=clock)
+        self._reported: set[tuple[str, str]] = set()  # (relation, problem) already told to the user
         self._views: dict[str, RelationView] = {}
         self._generation = 0  # bumped by every event that invalidates a view
         self._delivered: dict[str, None] = {}  # message ids handled in this process (redeliveries)
@@ -207,16 +214,107 @@ class UserClient(FrameConsumer):
         return view
 
     async def _fetch_view(self, relation_id: str) -> RelationView:
-        return await self.views.fetch(self.transport, relation_id)
+        view = await self.views.fetch(self.transport, relation_id)
+        if view.consent_problem:
+            self._report_consent(relation_id, view.agent_id, view.consent_problem)
+        return view
 
-    async def accept_identity(self, relation_id: str) -> str | None:
-        """Trust the identity the server now serves for this relation's agent — call it only
-        once the user has compared the new safety number (:meth:`pending_safety_number`) and
-        accepted it. Returns the new safety number."""
+    def _report_consent(self, relation_id: str, agent_id: str, problem: str) -> None:
+        """Tell the user (once per relation and problem) that the server served a consent
+        statement that is not believed: an audit entry with reason ``consent_unverified``."""
+        if (relation_id, problem) in self._reported:
+            return
+        self._reported.add((relation_id, problem))
+        self.audit.record(call_id=f"consent:{relation_id}"[:160], agent_id=agent_id, tool_name="", scope="",
+                          arguments=None, status=REFUSED, reason="consent_unverified", now=self.clock())
+
+    # --- consent signed on this device (SPEC §9.6) ------------------------------------
+
+    async def grant(self, agent_id: str, scopes: Iterable[str], *, user_id: str | None = None) -> dict[str, Any]:
+        """Connect to an agent (``POST /h2a/relations``) with a consent statement signed by
+        this device for the agent's current verified manifest. ``user_id``: the user's id as
+        relations show it (``user``); by default read from the user's other relations.
+        Returns the created relation. Raises ManifestUnverified, ApiError."""
+        agent_id, granted = str(agent_id), sorted(set(scopes))
+        agent = await call_api(self.transport, "GET", f"/agents/{agent_id}")
+        served_identity = await self.keydir.served_identity(agent_id)
+        current = self.views.current(agent_id, agent, public_identity(served_identity))
+        user_id = user_id if user_id is not None else await self._user_id()
+        signed = self._sign(agent_id, user_id, granted, current)
+        relation = await call_api(self.transport, "POST", "/h2a/relations", json={
+            "agent_id": agent_id, "granted_scopes": granted, "consent_statement": signed})
+        relation_id = str(relation["relation_id"])
+        self.keydir.pins.identity(relation_id, agent_id, served_identity)  # what the user consented under
+        self._signed(relation_id, signed)
+        return dict(relation)
+
+    async def reconsent(self, relation_id: str, scopes: Iterable[str]) -> dict[str, Any]:
+        """Change the grants of a relation, or consent again to the agent's current verified
+        manifest (``PATCH``), signed by this device. Returns the relation. Raises
+        ManifestUnverified (IdentityChanged: accept the new safety number first), ApiError."""
+        relation_id, granted = str(relation_id), sorted(set(scopes))
+        relation, current = await self._verified_current(relation_id)
+        signed = self._sign(str(relation["agent_id"]), str(relation.get("user")), granted, current)
+        updated = await call_api(self.transport, "PATCH", f"/h2a/relations/{relation_id}", json={
+            "granted_scopes": granted, "acknowledged_manifest_version": current.version,
+            "acknowledged_manifest_hash": current.hash, "consent_statement": signed})
+        self._signed(relation_id, signed)
+        return dict(updated)
+
+    async def revoke(self, relation_id: str) -> dict[str, Any]:
+        """Revoke a relation (``DELETE``) with a signed revocation. It is revoked for this
+        device at once, whatever the server answers now or later. Raises ApiError."""
         relation_id = str(relation_id)
-        await self.views.accept_identity(self.transport, relation_id)
+        self.store.tombstone_relation(relation_id)
         self._invalidate(relation_id)
-        return (await self.relation(relation_id)).safety_number
+        relation, current = await self._verified_current(relation_id)
+        signed = self._sign(str(relation["agent_id"]), str(relation.get("user")), [], current, revoked=True)
+        revoked = await call_api(self.transport, "DELETE", f"/h2a/relations/{relation_id}",
+                                 json={"consent_statement": signed})
+        self._signed(relation_id, signed)
+        return dict(revoked)
+
+    async def _verified_current(self, relation_id: str) -> tuple[Mapping[str, Any], VerifiedManifest]:
+        relation = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}")
+        agent_id = str(relation["agent_id"])
+        agent = await call_api(self.transport, "GET", f"/agents/{agent_id}")
+        return relation, self.views.current(agent_id, agent, await self.keydir.identity(relation_id, agent_id))
+
+    async def _user_id(self) -> str:
+        page = await call_api(self.transport, "GET", "/h2a/relations")
+        users = {r.get("user") for r in (page.get("results") or []) if isinstance(r, Mapping)}
+        if len(users) != 1 or not isinstance(next(iter(users)), str):
+            raise ValueError("the user's id is not known from their relations: pass user_id")
+        return str(next(iter(users)))
+
+    def _sign(self, agent_id: str, user_id: str, granted: list[str], current: VerifiedManifest, *,
+              revoked: bool = False) -> dict[str, Any]:
+        now_ms = int(self.clock() * 1000)
+        return sign_consent(self.keys, agent_id=agent_id, user_id=user_id, granted_scopes=granted,
+                            acknowledged_manifest_version=current.version, acknowledged_manifest_hash=current.hash,
+                            seq=self.views.consents.next_seq(agent_id=agent_id, user_id=user_id, now_ms=now_ms),
+                            ts=now_ms, revoked=revoked)
+
+    def _signed(self, relation_id: str, signed: Mapping[str, Any]) -> None:
+        """The server accepted a statement this device signed: it is the newest verified one."""
+        self.views.consents.remember(relation_id, signed)
+        if signed["statement"]["revoked"]:
+            self.store.tombstone_relation(relation_id)
+        else:
+            self.store.confirm_grants(relation_id, signed["statement"]["granted_scopes"])
+        self._invalidate(relation_id)
+        self.policy.forget(agent_id=str(signed["statement"]["agent_id"]))
+
+    async def accept_identity(self, relation_id: str, *, safety_number: str | None = None,
+                              kid: str | None = None) -> str:
+        """Trust the agent's new identity — the one whose safety number (or kid) the user
+        compared out of band (:meth:`pending_safety_number`) and accepted: name it. Pinned
+        only if the identity served now gives exactly that; else raises
+        SafetyNumberMismatch and pins nothing. Returns the accepted safety number."""
+        relation_id = str(relation_id)
+        number = await self.views.accept_identity(self.transport, relation_id, safety_number=safety_number, kid=kid)
+        self._invalidate(relation_id)
+        return number
 
     async def pending_safety_number(self, relation_id: str) -> str | None:
         """The safety number the relation would have with the identity the server serves now
@@ -232,6 +330,7 @@ class UserClient(FrameConsumer):
             return await self.handle_message(str(data.get("relation_id")), data.get("message") or {})
         if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
             relation = data.get("relation") or {}
+            await self._observe_relation(kind, relation)
             self._invalidate(str(relation.get("relation_id")))
             if kind != EventType.RELATION_CREATED:  # new grants or a new version: ask again
                 self.policy.forget(agent_id=str(relation.get("agent_id")))
@@ -240,12 +339,30 @@ class UserClient(FrameConsumer):
             self._invalidate(*(k for k, v in self._views.items() if v.agent_id == agent_id))
             if kind == EventType.REAUTH_REQUIRED:
                 self.policy.forget(agent_id=agent_id)
+        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
+            self.keydir.forget()  # the user's devices changed: read them again (a revoked one is tombstoned)
         elif kind == EventType.RESYNC_REQUIRED:
             self._invalidate(*self._views)
             self.keydir.forget()
             for relation_id in list(self._in_flight):  # what the calls being answered will need
                 await self.relation(relation_id)
         return None
+
+    async def _observe_relation(self, kind: str, relation: Mapping[str, Any]) -> None:
+        """A revocation is remembered; a consent statement the event carries is verified (and
+        kept if it is the newest), so a later answer that drops it changes nothing."""
+        relation_id = str(relation.get("relation_id"))
+        if kind == EventType.RELATION_REVOKED:
+            self.store.tombstone_relation(relation_id)
+        if relation.get("consent_statement") is None:
+            return
+        try:
+            believed = await self.views.believe(relation_id, str(relation.get("agent_id")), relation)
+        except ApiError as exc:
+            logger.warning("relation %s: the consent statement of the event is not checked: %s", relation_id, exc.code)
+            return
+        if believed.problem:
+            self._report_consent(relation_id, str(relation.get("agent_id")), believed.problem)
 
     def _invalidate(self, *relation_ids: str) -> None:
         self._generation += 1
@@ -318,6 +435,8 @@ class UserClient(FrameConsumer):
         except WrongRecipient:
             logger.debug("tool call for another device ignored")
             return None
+        except AgentChanged:
+            reason = "agent_changed"  # a relation's agent never changes
         except IdentityChanged:
             reason = "identity_changed"  # nothing of the agent is believed until the user accepts
         except UnknownSender:
@@ -366,6 +485,9 @@ class UserClient(FrameConsumer):
         to send (audited). Nothing is prompted or run past ``deadline_ms`` (epoch ms)."""
         subject = PolicySubject(self.device_id, self.session_id, view.agent_id)
         decision = self._decide(view, call, subject) if view.names(call) else DENY_UNVERIFIED
+        if decision.reason == "consent_unverified":
+            logger.warning("relation %s: %s denied consent_unverified: the server claims consent the user's newest "
+                           "signed statement does not give", view.relation_id, call.get("tool_name"))
         response = await self._respond(view, call, decision, subject, deadline_ms)
         self._audit(view, call, response)
         return response
@@ -374,7 +496,8 @@ class UserClient(FrameConsumer):
         return contract.decide(call, manifest=view.manifest, granted=view.granted,
                                in_group=self.is_group(view.relation_id), policy=self.policy, subject=subject,
                                now=self.clock(), revoked=view.revoked, pending=view.pending,
-                               unconfirmed=view.unconfirmed)
+                               unconfirmed=view.unconfirmed, unbacked=view.unbacked,
+                               consent_revoked=view.consent_revoked)
 
     async def _respond(self, view: RelationView, call: Mapping[str, Any], decision: Decision,
                        subject: PolicySubject, deadline_ms: int | None) -> dict[str, Any]:

@@ -29,8 +29,16 @@ MAX_SAFE_INTEGER: Final = 2**53 - 1
 _HEX64 = frozenset("0123456789abcdef")
 
 
-class ConsentInvalid(SdkError):
-    """A consent statement that is malformed, or whose signature does not verify."""
+class ConsentInvalid(SdkError):  # noqa: N818 - names what happened, as hashee_sdk.errors does
+    """A consent statement that is malformed, or whose signature does not verify.
+
+    ``field`` names what is at fault as a path inside ``{"statement", "signature"}``
+    (``"statement/seq"``, ``"signature"``; ``""`` for the whole), so that the server can
+    point its error's details at it and a device can say which part it refused."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def _is_int(value: Any, minimum: int) -> bool:
@@ -41,9 +49,9 @@ def check_shape(statement: Any) -> dict[str, Any]:
     """The statement as a plain dict, if it has exactly the signed fields with their types;
     raises ConsentInvalid naming the first field that is wrong."""
     if not isinstance(statement, Mapping):
-        raise ConsentInvalid("a consent statement is a JSON object")
+        raise ConsentInvalid("a consent statement is a JSON object", field="statement")
     if set(statement) != set(FIELDS):
-        raise ConsentInvalid(f"a consent statement has exactly the fields {', '.join(FIELDS)}")
+        raise ConsentInvalid(f"a consent statement has exactly the fields {', '.join(FIELDS)}", field="statement")
     scopes = statement["granted_scopes"]
     digest = statement["acknowledged_manifest_hash"]
     checks = {
@@ -61,9 +69,9 @@ def check_shape(statement: Any) -> dict[str, Any]:
     }
     wrong = [name for name in FIELDS if not checks[name]]
     if wrong:
-        raise ConsentInvalid(f"the consent statement's {wrong[0]} is not valid")
+        raise ConsentInvalid(f"the consent statement's {wrong[0]} is not valid", field=f"statement/{wrong[0]}")
     if statement["revoked"] and scopes:
-        raise ConsentInvalid("a revocation grants no scope")
+        raise ConsentInvalid("a revocation grants no scope", field="statement/granted_scopes")
     return {name: statement[name] for name in FIELDS}
 
 
@@ -73,7 +81,7 @@ def statement_bytes(statement: Mapping[str, Any]) -> bytes:
     try:
         return wire.CONSENT_PREFIX + canonicalize(checked)
     except CanonicalizationError as exc:
-        raise ConsentInvalid(f"the consent statement is not RFC 8785 JSON: {exc}") from None
+        raise ConsentInvalid(f"the consent statement is not RFC 8785 JSON: {exc}", field="statement") from None
 
 
 def sign_consent(device: KeyPair, *, agent_id: str, user_id: str, granted_scopes: Iterable[str],
@@ -97,12 +105,13 @@ def verify_consent(signed: Any, *, devices: Mapping[str, PublicKeys]) -> dict[st
     signed_bytes = statement_bytes(signed["statement"])
     device = devices.get(signed["statement"]["device_key_id"])
     if device is None:
-        raise ConsentInvalid("the consent statement is not signed by a trusted device of the user")
+        raise ConsentInvalid("the consent statement is not signed by a trusted device of the user",
+                             field="statement/device_key_id")
     try:
         signature = wire.b64decode(signed["signature"]) if isinstance(signed["signature"], str) else b""
         if len(signature) != SIGNATURE_BYTES:
             raise ValueError("an Ed25519 signature has 64 bytes")
         VerifyKey(device.ed25519).verify(signed_bytes, signature)
     except (ValueError, nacl.exceptions.BadSignatureError, nacl.exceptions.ValueError):
-        raise ConsentInvalid("the consent statement's signature does not verify") from None
+        raise ConsentInvalid("the consent statement's signature does not verify", field="signature") from None
     return check_shape(signed["statement"])

@@ -169,13 +169,18 @@ DENY_UNDECLARED = Decision(DENIED, "tool_not_declared")
 DENY_REVOKED = Decision(DENIED, "permission_revoked")
 DENY_SCOPE = Decision(DENIED, "scope_not_granted")
 DENY_REAUTH = Decision(DENIED, "reauth_required")
+DENY_CONSENT = Decision(DENIED, "consent_unverified")
 
 
 def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[str], in_group: bool,
            policy: SensitivityPolicy, subject: PolicySubject, now: float, revoked: bool = False,
-           pending: Set[str] = frozenset(), unconfirmed: Set[str] = frozenset()) -> Decision:
+           pending: Set[str] = frozenset(), unconfirmed: Set[str] = frozenset(),
+           unbacked: Set[str] = frozenset(), consent_revoked: bool = False) -> Decision:
     """Steps 1-5 of SPEC §6 for one tool call; pure and side-effect free. A scope in
-    ``unconfirmed`` (granted by the server's word only) is prompted whatever its level."""
+    ``unconfirmed`` (granted by the server's word only) is prompted whatever its level; a
+    scope in ``unbacked`` (the newest verified consent statement does not give it), or any
+    tool of a relation the device knows revoked (``consent_revoked``) while the server says
+    it is live, is ``consent_unverified`` (SPEC §9.6)."""
     if in_group:
         return DENY_GROUP
     name = call.get("tool_name")
@@ -184,6 +189,8 @@ def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[
         return DENY_UNDECLARED
     if revoked:
         return DENY_REVOKED
+    if consent_revoked or tool.scope in unbacked:
+        return DENY_CONSENT
     if tool.scope in pending:
         return DENY_REAUTH
     if tool.scope not in granted or call.get("permission_scope") != tool.scope:

@@ -73,6 +73,36 @@ class IdentityChanged(ManifestUnverified):
         self.served = served
 
 
+class ConsentUnverified(SdkError):
+    """SPEC §9.6: the newest consent statement this side verified does not give what a call
+    needs — the tool's scope, the manifest version it runs under, or a live relation. The
+    reason a device gives is ``consent_unverified``."""
+
+    reason = "consent_unverified"
+
+
+class AgentChanged(IdentityChanged):
+    """The server presents the relation as another agent's than the one it was first seen
+    with: nothing of it is believed (a relation's agent never changes)."""
+
+    def __init__(self, relation_id: str, *, pinned_agent: str, served_agent: str) -> None:
+        ManifestUnverified.__init__(self, f"relation {relation_id} was first seen with agent {pinned_agent}, "
+                                          f"the server now says {served_agent}")
+        self.relation_id = relation_id
+        self.pinned, self.served = None, None
+        self.pinned_agent, self.served_agent = pinned_agent, served_agent
+
+
+class SafetyNumberMismatch(SdkError):
+    """``accept_identity`` named a safety number (or kid) that the identity served now does
+    not give: the server changed its answer since the user compared. Nothing is pinned."""
+
+    def __init__(self, relation_id: str) -> None:
+        super().__init__(f"relation {relation_id}: the identity served now is not the one you compared; "
+                         "nothing was accepted")
+        self.relation_id = relation_id
+
+
 class InvalidPublicKey(SdkError):
     """A published key that is not two base64 32-byte keys matching its key id."""
 
@@ -184,6 +214,11 @@ class ResultInvalid(SdkError):
 
 class NoRecipientKey(SdkError):
     """The relation's other party has published no (trusted) key to encrypt to."""
+
+
+class AmbiguousRoot(NoRecipientKey):
+    """At an agent runtime's first look the directory lists several first devices for the
+    user (one was slipped in): a user has one root, so none is trusted nor sealed to."""
 
 
 class ManifestNotPublished(SdkError):

@@ -9,6 +9,7 @@ so a key the server adds is never encrypted to nor believed.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,11 +17,12 @@ from typing import Any
 
 from hashee_sdk import statements
 from hashee_sdk.crypto import KeyPair, PublicKeys
-from hashee_sdk.errors import ApiError, InvalidPublicKey
+from hashee_sdk.errors import AmbiguousRoot, ApiError, InvalidPublicKey
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.store import LocalStore
 from hashee_sdk.trust import AGENT, USER, KeyPins
 
+logger = logging.getLogger(__name__)
 KEYS_TTL_S = 60.0
 
 
@@ -31,6 +33,7 @@ class DeviceKey:
     created_at: str
     approved_by_key_id: str | None = None  # None: the user's first device (trusted on first use)
     approval: str | None = None  # the approving device's signature (docs/wire-spec.md §3)
+    status: str = "approved"  # as listed; a device listed in any other state is not trusted
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class RelationKeys:
 def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
     """Parse ``GET /h2a/relations/{id}/keys``; a key that does not parse is left out."""
     devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")),
-                              _text(d.get("approved_by_key_id")), _text(d.get("approval")))
+                              _text(d.get("approved_by_key_id")), _text(d.get("approval")),
+                              str(d.get("status") or "approved") if d.get("revoked_at") is None else "revoked")
                     for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
     listed = [(keys, k) for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None]
     signatures = {keys.key_id: str(k["identity_signature"]) for keys, k in listed
@@ -77,37 +81,85 @@ def _trusted_agent_keys(keys: RelationKeys, pins: KeyPins, identity: Mapping[str
             keys.identity_signatures.get(candidate.key_id), identity_jwk=identity, agent_id=keys.agent_id,
             key_id=candidate.key_id)
 
-    trusted, refused = pins.filter(keys.relation_id, AGENT, keys.agent_keys, vouch=vouched,
-                                   pin_first=identity is None)
+    listed, foreign = (keys.agent_keys, []) if identity is not None else _speaking_for(keys, pins)
+    trusted, refused = pins.filter(keys.relation_id, AGENT, listed, vouch=vouched, pin_first=identity is None)
     if identity is not None:  # what the identity vouches for now, not what was pinned before it
         trusted = [k for k in trusted if vouched(k, {})]
-    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=tuple(refused), identity=identity)
+    else:
+        pins.store.own_agent_keys(keys.agent_id, [k.key_id for k in trusted])
+    return dataclasses.replace(keys, agent_keys=tuple(trusted), refused=(*keys.refused, *foreign, *refused),
+                               identity=identity)
 
 
-def _trusted_devices(keys: RelationKeys, pins: KeyPins) -> RelationKeys:
-    """The user's first devices are pinned on first sight; any other is trusted when a chain
-    of device approvals leads to it from a trusted device."""
-    by_key = {d.keys.key_id: d for d in keys.user_devices}
-    if not pins.store.pinned(keys.relation_id, USER):
-        pins.store.pin(keys.relation_id, USER, [d.keys for d in keys.user_devices if d.approved_by_key_id is None])
+def _speaking_for(keys: RelationKeys, pins: KeyPins) -> tuple[list[PublicKeys], list[str]]:
+    """(the listed keys that may speak for an agent without identity, ids of the others).
+    A runtime key trusted for one agent never speaks for another, and once this device
+    trusts keys for an agent, a relation it first sees with that agent trusts only those:
+    else the server could present another agent's relation as this one's."""
+    store, agent_id = pins.store, keys.agent_id
+    known = store.agent_keys_of(agent_id) if pins.first_look(keys.relation_id, AGENT) else frozenset()
+    ok = [k for k in keys.agent_keys if store.agent_key_owner(k.key_id) in (None, agent_id)
+          and (not known or k.key_id in known)]
+    refused = [k.key_id for k in keys.agent_keys if k not in ok]
+    if refused:
+        logger.warning("relation %s: %d key(s) listed for agent %s were trusted for another agent, or are not the "
+                       "agent's keys this device knows; refused", keys.relation_id, len(refused), agent_id)
+    return ok, refused
+
+
+def _trusted_devices(keys: RelationKeys, pins: KeyPins, root: PublicKeys | None) -> RelationKeys:
+    """The user's devices trusted by this side: ``root`` (pinned at the relation's first
+    look, never replaced) and any device a chain of valid approvals leads to from it. A
+    device listed in another state than approved counts as not listed (revoked)."""
+    live = [d for d in keys.user_devices if d.status == "approved"]
+    by_key = {d.keys.key_id: d for d in live}
+    if root is not None and pins.first_look(keys.relation_id, USER):
+        pins.store.pin_root(keys.relation_id, root)
+        pins.store.pin(keys.relation_id, USER, [root])
 
     def approved(candidate: PublicKeys, trusted: Mapping[str, PublicKeys]) -> bool:
         device = by_key[candidate.key_id]
         approver = trusted.get(device.approved_by_key_id or "")
-        return approver is not None and device.approval is not None and statements.device_approval_valid(
-            device.approval, approver=approver, device_id=device.device_id, key_id=candidate.key_id)
+        return approver is not None and _approval_valid(device, approver)
 
-    kept, refused = pins.filter(keys.relation_id, USER, [d.keys for d in keys.user_devices], vouch=approved,
-                                pin_first=False)
+    kept, refused = pins.filter(keys.relation_id, USER, [d.keys for d in live], vouch=approved, pin_first=False)
     ids = {k.key_id for k in kept}
-    devices = tuple(d for d in keys.user_devices if d.keys.key_id in ids)
-    return dataclasses.replace(keys, user_devices=devices, refused=tuple(refused))
+    devices = tuple(d for d in live if d.keys.key_id in ids)
+    return dataclasses.replace(keys, user_devices=devices, refused=(*keys.refused, *refused))
 
 
-def root_device(keys: RelationKeys) -> DeviceKey | None:
-    """The user's first device (approved by no other), the user's half of a safety number."""
-    roots = [d for d in keys.user_devices if d.approved_by_key_id is None]
-    return roots[0] if roots else None
+def _approval_valid(device: DeviceKey, approver: PublicKeys) -> bool:
+    return device.approval is not None and statements.device_approval_valid(
+        device.approval, approver=approver, device_id=device.device_id, key_id=device.keys.key_id)
+
+
+def listed_root(keys: RelationKeys) -> PublicKeys | None:
+    """An agent runtime's root at its first look: the one live device approved by no other.
+    Raises AmbiguousRoot when the listing has several (a user has exactly one root: the
+    others were slipped in), so that none is pinned nor sealed to."""
+    roots = [d for d in keys.user_devices if d.approved_by_key_id is None and d.status == "approved"]
+    if len(roots) > 1:
+        logger.warning("relation %s: the directory lists %d first devices for the user; none is trusted",
+                       keys.relation_id, len(roots))
+        raise AmbiguousRoot(f"the user of relation {keys.relation_id} is listed with {len(roots)} first devices: "
+                            "a user has one; no device is trusted")
+    return roots[0].keys if roots else None
+
+
+def chained_root(own: PublicKeys, keys: RelationKeys) -> PublicKeys | None:
+    """The root a device's own key is approved through, following the listed approvals
+    from its own key and checking each one; None when the chain breaks."""
+    by_key = {d.keys.key_id: d for d in keys.user_devices if d.status == "approved"}
+    current, seen = by_key.get(own.key_id), set()
+    while current is not None and current.keys.key_id not in seen:
+        if current.approved_by_key_id is None:
+            return current.keys
+        seen.add(current.keys.key_id)
+        approver = by_key.get(current.approved_by_key_id)
+        if approver is None or not _approval_valid(current, approver.keys):
+            return None
+        current = approver
+    return None
 
 
 def _text(value: Any) -> str | None:
@@ -124,29 +176,79 @@ def _parsed(data: Mapping[str, Any]) -> PublicKeys | None:
 class KeyDirectory:
     """Reads relation keys through a transport, cached for ``ttl_s`` seconds. ``verify`` names
     the party whose keys this side relies on (``"agent"`` for a user's client, ``"user"`` for
-    an agent runtime): only its pinned or vouched-for keys are returned."""
+    an agent runtime): only its pinned or vouched-for keys are returned. On a user's device,
+    ``device`` (its own public keys) lets the user's own devices be verified too
+    (:meth:`trusted_user_devices`): from the root this device knows, never the listing's."""
 
     def __init__(self, transport: Transport, *, clock: Callable[[], float] = time.time,
-                 ttl_s: float = KEYS_TTL_S, verify: str = AGENT, pins: KeyPins | None = None) -> None:
+                 ttl_s: float = KEYS_TTL_S, verify: str = AGENT, pins: KeyPins | None = None,
+                 device: PublicKeys | None = None) -> None:
         self.transport = transport
         self.clock = clock
         self.ttl_s = ttl_s
         self.verify = verify
-        self.pins = pins if pins is not None else KeyPins(LocalStore())
+        self.pins = pins if pins is not None else KeyPins(LocalStore.in_memory())
+        self.device = device
         self._cache: dict[str, RelationKeys] = {}
+        self._listings: dict[str, RelationKeys] = {}  # user side: the user's devices verified, the agent's not yet
 
     async def relation(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
         cached = self._cache.get(str(relation_id))
         if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
             return cached
-        body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
-        listed = relation_keys_from(body, now=self.clock())
+        listed = await self._listing(str(relation_id), refresh=True)
         if self.verify == AGENT:
             keys = _trusted_agent_keys(listed, self.pins, await self.identity(listed.relation_id, listed.agent_id))
         else:
-            keys = _trusted_devices(listed, self.pins)
+            keys = _trusted_devices(listed, self.pins, self._agent_side_root(listed))
         self._cache[str(relation_id)] = keys
         return keys
+
+    async def _listing(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
+        """``GET …/keys`` parsed; on a user's device, with the user's devices verified."""
+        cached = self._listings.get(relation_id)
+        if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
+            return cached
+        body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
+        listed = relation_keys_from(body, now=self.clock())
+        if self.verify == AGENT and self.device is not None:
+            listed = _trusted_devices(listed, self.pins, self._device_root(listed))
+        self._listings[relation_id] = listed
+        return listed
+
+    def _agent_side_root(self, listed: RelationKeys) -> PublicKeys | None:
+        """At the first look only: the one device approved by no other (AmbiguousRoot if several)."""
+        return listed_root(listed) if self.pins.first_look(listed.relation_id, USER) else None
+
+    def _device_root(self, listed: RelationKeys) -> PublicKeys | None:
+        """The root this device knows: remembered, or else the one its own key is approved
+        through (itself when it is the first device), remembered from then on."""
+        assert self.device is not None
+        known = self.pins.store.device_root(self.device.key_id)
+        if known is not None:
+            return known
+        root = chained_root(self.device, listed)
+        if root is not None:
+            self.pins.store.set_device_root(self.device.key_id, root)
+        return root
+
+    async def trusted_user_devices(self, relation_id: str) -> dict[str, PublicKeys]:
+        """On a user's device: the user's devices it trusts (key id → keys) — its root, the
+        devices valid approval chains lead to from it, never a revoked one — and always its
+        own. Consent statements (SPEC §9.6) verify against exactly this set."""
+        if self.device is None:
+            raise ValueError("trusted_user_devices needs the device's own keys (KeyDirectory(device=…))")
+        listed = await self._listing(str(relation_id))
+        return {**listed.user_keys(), self.device.key_id: self.device}
+
+    async def root(self, relation_id: str) -> PublicKeys | None:
+        """The user's root device as this side knows it (the user's half of a safety number):
+        an agent runtime's pinned root for the relation, or the root a user's device knows."""
+        if self.verify == USER:
+            await self.relation(relation_id)
+            return self.pins.store.pinned_root(str(relation_id))
+        listed = await self._listing(str(relation_id))
+        return self._device_root(listed) if self.device is not None else None
 
     async def identity(self, relation_id: str, agent_id: str) -> dict[str, str] | None:
         """The agent's identity as pinned for this relation (pinned on first sight); raises
@@ -167,8 +269,10 @@ class KeyDirectory:
     def forget(self, relation_id: str | None = None) -> None:
         if relation_id is None:
             self._cache.clear()
+            self._listings.clear()
         else:
             self._cache.pop(str(relation_id), None)
+            self._listings.pop(str(relation_id), None)
 
     async def register_device(self, device_id: str, keys: PublicKeys, *,
                               approver: KeyPair | None = None, reset: bool = False) -> dict[str, Any]:

@@ -167,6 +167,18 @@ class Device:
         await self.listener.stop()
         self._close()
 
+    async def grant(self, agent_id: str, scopes: Iterable[str], **options: Any) -> dict[str, Any]:
+        """:meth:`UserClient.grant`: connect to an agent, the consent signed by this device."""
+        return await self.client.grant(agent_id, scopes, **options)
+
+    async def reconsent(self, relation_id: str, scopes: Iterable[str]) -> dict[str, Any]:
+        """:meth:`UserClient.reconsent`: change the grants or consent again, signed by this device."""
+        return await self.client.reconsent(relation_id, scopes)
+
+    async def revoke(self, relation_id: str) -> dict[str, Any]:
+        """:meth:`UserClient.revoke`: revoke the relation, signed by this device."""
+        return await self.client.revoke(relation_id)
+
     async def serve_forever(self) -> None:
         """Answer tool calls until cancelled; raises what stopped the listener (e.g. SocketRefused)."""
         self.listener.check()

@@ -5,21 +5,36 @@ created with mode 0600:
   the call's ``expires_at``, so a call replayed after a restart is refused, not run again;
 * the **pinned keys** (SPEC §9.2): the other party's keys first seen per relation;
 * the **pinned identity** of each relation's agent (SPEC §9.2), or that it had none;
+* the user's **root device**: per relation on an agent runtime (the one unapproved device
+  of its first look), per device on a user's device (the root it knows); the safety
+  number is made from it, never from the server's listing;
+* the **tombstones**: keys once trusted that the directory stopped listing (revoked),
+  never trusted again;
+* the **agent of each runtime key** trusted for an agent without identity, so a key can
+  only ever speak for the agent it was first seen for;
 * the **grants** first seen for each relation, and those the user confirmed since on this
   device: a scope the server reports as granted later is asked once more on the device;
+* the **newest consent statement** verified per relation (SPEC §9.6): nothing older or
+  unsigned is believed over it; and a **tombstone** for every relation seen revoked, which
+  stays revoked for this device whatever the server says later;
 * the **event cursor**: the last event id handled, so a restarted process resumes with
   ``?since=``.
 
-``":memory:"`` keeps all of it for the life of the object only (tests, throwaway runs).
+A client or runtime built without a store keeps it in a file of the **state directory**
+(:func:`state_file`: ``$HASHEE_STATE_DIR``, else ``$XDG_DATA_HOME/hashee``, else
+``~/.local/share/hashee``); :meth:`LocalStore.in_memory` keeps it for the life of the object
+only (tests, throwaway runs) and is only ever used when asked for by name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from hashee_sdk import wire
 from hashee_sdk.crypto import PublicKeys
@@ -39,7 +54,37 @@ CREATE TABLE IF NOT EXISTS pinned_acknowledgements (
     relation_id TEXT PRIMARY KEY, version INTEGER NOT NULL, hash TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pinned_identities (
     relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, jwk TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS consent_statements (
+    relation_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, user_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    signed TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS revoked_relations (relation_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS pinned_roots (
+    relation_id TEXT PRIMARY KEY, x25519 TEXT NOT NULL, ed25519 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS device_roots (
+    device_key_id TEXT PRIMARY KEY, x25519 TEXT NOT NULL, ed25519 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tombstoned_keys (
+    relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
+CREATE TABLE IF NOT EXISTS agent_key_owners (key_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL);
 """
+
+
+def state_dir() -> Path:
+    """Where devices and runtimes keep what they must remember (created 0700)."""
+    configured = os.environ.get("HASHEE_STATE_DIR")
+    if configured:
+        folder = Path(configured)
+    else:
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+        folder = Path(data) / "hashee"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def state_file(kind: str, name: str) -> Path:
+    """The state directory's SQLite file for one device (``kind`` "device") or runtime
+    ("agent"), named by its id (characters other than ``[A-Za-z0-9._-]`` are replaced)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+    return state_dir() / f"{kind}-{safe}.sqlite3"
 
 
 def connect_private(path: str | Path) -> sqlite3.Connection:
@@ -54,13 +99,24 @@ def connect_private(path: str | Path) -> sqlite3.Connection:
     return db
 
 
-class LocalStore:
-    """The local state of one device or runtime; ``path`` is a SQLite file or ``:memory:``."""
+def _keys(row: tuple[str, str]) -> PublicKeys:
+    return PublicKeys.from_raw(wire.b64decode(row[0]), wire.b64decode(row[1]))
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+
+class LocalStore:
+    """The local state of one device or runtime in the SQLite file ``path`` (``:memory:``
+    only through :meth:`in_memory`)."""
+
+    def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._db = connect_private(path)
         self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def in_memory(cls) -> LocalStore:
+        """A store that forgets everything with the object (tests, throwaway runs): a restart
+        then replays calls and trusts keys on first sight again."""
+        return cls(":memory:")
 
     # --- replay record ---------------------------------------------------------------
 
@@ -129,11 +185,98 @@ class LocalStore:
         jwk = json.loads(row[0])
         return True, (dict(jwk) if isinstance(jwk, dict) else None)
 
+    def pinned_agent(self, relation_id: str) -> str | None:
+        """The agent this relation was first seen with (pinned with its identity)."""
+        row = self._db.execute("SELECT agent_id FROM pinned_identities WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return str(row[0]) if row is not None else None
+
     def pin_identity(self, relation_id: str, agent_id: str, jwk: dict[str, str] | None) -> None:
         """Pin (or, once the user accepted a new safety number, re-pin) the agent's identity."""
         self._db.execute("INSERT INTO pinned_identities (relation_id, agent_id, jwk) VALUES (?, ?, ?) "
                          "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, jwk = excluded.jwk",
                          (relation_id, agent_id, json.dumps(jwk)))
+
+    # --- consent statements and revocations (SPEC §9.6) ---------------------------------
+
+    def newest_consent(self, relation_id: str) -> dict[str, Any] | None:
+        """The newest verified ``{"statement", "signature"}`` of a relation, if any."""
+        row = self._db.execute("SELECT signed FROM consent_statements WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return dict(json.loads(row[0])) if row is not None else None
+
+    def remember_consent(self, relation_id: str, signed: Mapping[str, Any]) -> bool:
+        """Keep a *verified* statement if its ``seq`` is higher than the one kept; whether it was."""
+        statement = signed["statement"]
+        return bool(self._db.execute(
+            "INSERT INTO consent_statements (relation_id, agent_id, user_id, seq, signed) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (relation_id) DO UPDATE SET agent_id = excluded.agent_id, user_id = excluded.user_id, "
+            "seq = excluded.seq, signed = excluded.signed WHERE excluded.seq > consent_statements.seq",
+            (relation_id, statement["agent_id"], statement["user_id"], statement["seq"], json.dumps(dict(signed))),
+        ).rowcount)
+
+    def highest_consent_seq(self, agent_id: str, user_id: str) -> int:
+        """The highest ``seq`` this device has seen for that user and agent (0: none)."""
+        row = self._db.execute("SELECT max(seq) FROM consent_statements WHERE agent_id = ? AND user_id = ?",
+                               (agent_id, user_id)).fetchone()
+        return int(row[0] or 0)
+
+    def tombstone_relation(self, relation_id: str) -> None:
+        """This relation was seen revoked: it stays revoked for this device."""
+        self._db.execute("INSERT OR IGNORE INTO revoked_relations (relation_id) VALUES (?)", (relation_id,))
+
+    def relation_tombstoned(self, relation_id: str) -> bool:
+        return self._db.execute("SELECT 1 FROM revoked_relations WHERE relation_id = ?",
+                                (relation_id,)).fetchone() is not None
+    # --- roots, tombstones and key owners (SPEC §9.2, docs/wire-spec.md §3) ------------
+
+    def pinned_root(self, relation_id: str) -> PublicKeys | None:
+        """The user's root device an agent runtime pinned for this relation."""
+        row = self._db.execute("SELECT x25519, ed25519 FROM pinned_roots WHERE relation_id = ?",
+                               (relation_id,)).fetchone()
+        return _keys(row) if row is not None else None
+
+    def pin_root(self, relation_id: str, keys: PublicKeys) -> None:
+        """Pin the root (once: a pinned root is never replaced) and trust its key."""
+        self._db.execute("INSERT OR IGNORE INTO pinned_roots (relation_id, x25519, ed25519) VALUES (?, ?, ?)",
+                         (relation_id, wire.b64encode(keys.x25519), wire.b64encode(keys.ed25519)))
+
+    def device_root(self, device_key_id: str) -> PublicKeys | None:
+        """The root device of the user as the device holding ``device_key_id`` knows it."""
+        row = self._db.execute("SELECT x25519, ed25519 FROM device_roots WHERE device_key_id = ?",
+                               (device_key_id,)).fetchone()
+        return _keys(row) if row is not None else None
+
+    def set_device_root(self, device_key_id: str, keys: PublicKeys) -> None:
+        """Remember the device's root (once: it is never replaced)."""
+        self._db.execute("INSERT OR IGNORE INTO device_roots (device_key_id, x25519, ed25519) VALUES (?, ?, ?)",
+                         (device_key_id, wire.b64encode(keys.x25519), wire.b64encode(keys.ed25519)))
+
+    def tombstoned(self, relation_id: str, party: str) -> frozenset[str]:
+        rows = self._db.execute("SELECT key_id FROM tombstoned_keys WHERE relation_id = ? AND party = ?",
+                                (relation_id, party)).fetchall()
+        return frozenset(key_id for (key_id,) in rows)
+
+    def tombstone(self, relation_id: str, party: str, key_ids: Iterable[str]) -> None:
+        """Unpin these keys for good: a key revoked once is never trusted again."""
+        rows = [(relation_id, party, key_id) for key_id in key_ids]
+        self._db.executemany("INSERT OR IGNORE INTO tombstoned_keys (relation_id, party, key_id) VALUES (?, ?, ?)",
+                             rows)
+        self._db.executemany("DELETE FROM pinned_keys WHERE relation_id = ? AND party = ? AND key_id = ?", rows)
+
+    def agent_key_owner(self, key_id: str) -> str | None:
+        """The agent a runtime key was first trusted for (agents without identity)."""
+        row = self._db.execute("SELECT agent_id FROM agent_key_owners WHERE key_id = ?", (key_id,)).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def agent_keys_of(self, agent_id: str) -> frozenset[str]:
+        rows = self._db.execute("SELECT key_id FROM agent_key_owners WHERE agent_id = ?", (agent_id,)).fetchall()
+        return frozenset(key_id for (key_id,) in rows)
+
+    def own_agent_keys(self, agent_id: str, key_ids: Iterable[str]) -> None:
+        """Record the agent these runtime keys speak for (the first one recorded stays)."""
+        self._db.executemany("INSERT OR IGNORE INTO agent_key_owners (key_id, agent_id) VALUES (?, ?)",
+                             [(key_id, agent_id) for key_id in key_ids])
 
     # --- event cursor ----------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 from hashee_sdk.core import signing
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, sha256_hex
 from hashee_sdk.crypto import PublicKeys
-from hashee_sdk.errors import IdentityChanged, ManifestUnverified
+from hashee_sdk.errors import AgentChanged, IdentityChanged, ManifestUnverified
 from hashee_sdk.store import LocalStore
 
 logger = logging.getLogger(__name__)
@@ -49,12 +49,11 @@ class ManifestVerifier:
         self._hashes: dict[tuple[str, int], str] = {}
 
     def verify(self, *, agent_id: str, version: Any, manifest: Any, stated_hash: Any,
-               signature: Any = None, identity: Mapping[str, str] | None = None,
-               signed_by_others: bool = False) -> VerifiedManifest:
+               signature: Any = None, identity: Mapping[str, str] | None = None) -> VerifiedManifest:
         """The manifest, verified; raises ManifestUnverified. With ``identity`` (the pinned
-        identity's public JWK) it must carry that identity's signature — unless
-        ``signed_by_others`` and its signature names another kid (a version published
-        before the identity was pinned, or under an earlier one)."""
+        identity's public JWK) it must carry that identity's signature: a version signed by
+        another key, or unsigned, is believed only where a caller has other backing for its
+        hash (the device's memory, a consent statement) and passes no identity."""
         if type(version) is not int or not isinstance(manifest, Mapping) or not isinstance(stated_hash, str):
             raise ManifestUnverified("the server sent no manifest, version or hash")
         try:
@@ -68,33 +67,21 @@ class ManifestVerifier:
         if seen != digest:
             raise ManifestUnverified(f"version {version} was served before with another hash")
         if identity is not None:
-            self.check_signature(data, signature=signature, identity=identity, signed_by_others=signed_by_others)
+            self.check_signature(data, signature=signature, identity=identity)
         return VerifiedManifest(agent_id, version, digest, manifest)
 
     @staticmethod
-    def check_signature(canonical: bytes, *, signature: Any, identity: Mapping[str, str],
-                        signed_by_others: bool = False) -> None:
+    def check_signature(canonical: bytes, *, signature: Any, identity: Mapping[str, str]) -> None:
         """SPEC §9.1: a detached JWS over the manifest's RFC 8785 bytes (``canonical``) by
         ``identity``."""
         kid = signing.jwk_thumbprint(identity)
         if not isinstance(signature, str) or not signature:
-            if signed_by_others:
-                return
             raise ManifestUnverified("the agent has an identity key and this manifest carries no signature")
-        if signed_by_others and _kid_of(signature) != kid:
-            return
         try:
             signing.verify_detached(signature, canonical, identity, kid=kid)
         except (signing.InvalidSignatureError, signing.InvalidKeyError) as exc:
             raise ManifestUnverified(f"the manifest's signature does not verify with the pinned identity: {exc}") \
                 from None
-
-
-def _kid_of(signature: str) -> Any:
-    try:
-        return signing.detached_parts(signature)[1].get("kid")
-    except signing.InvalidSignatureError:
-        return None
 
 
 class KeyPins:
@@ -109,6 +96,7 @@ class KeyPins:
         """The pinned identity JWK of the relation's agent (None: it has none), pinning what
         is served the first time. Raises IdentityChanged when the server now serves
         another identity (or one where none was pinned, or none where one was)."""
+        self.check_agent(relation_id, agent_id)
         pinned, jwk = self.store.pinned_identity(relation_id)
         public = _public(served)
         if not pinned:
@@ -120,42 +108,82 @@ class KeyPins:
 
     def accept_identity(self, relation_id: str, agent_id: str, served: Mapping[str, Any] | None) -> None:
         """Trust the identity the server now serves: only after the user compared the new
-        safety number out of band and accepted it."""
+        safety number out of band and accepted it. The relation's agent stays the same."""
+        self.check_agent(relation_id, agent_id)
         self.store.pin_identity(relation_id, agent_id, _public(served))
 
+    def check_agent(self, relation_id: str, agent_id: str) -> None:
+        """Raises AgentChanged when the relation was first seen with another agent."""
+        pinned = self.store.pinned_agent(relation_id)
+        if pinned is not None and pinned != agent_id:
+            logger.warning("relation %s: first seen with agent %s, now presented as %s: refused", relation_id,
+                           pinned, agent_id)
+            raise AgentChanged(relation_id, pinned_agent=pinned, served_agent=agent_id)
+
     # --- keys -------------------------------------------------------------------------
+
+    def first_look(self, relation_id: str, party: str) -> bool:
+        """Whether nothing of ``party`` was ever trusted here (no pin, no tombstone)."""
+        return not self.store.pinned(relation_id, party) and not self.store.tombstoned(relation_id, party)
 
     def filter(self, relation_id: str, party: str, listed: Sequence[PublicKeys], *,
                vouch: Voucher | None = None, pin_first: bool = True) -> tuple[list[PublicKeys], list[str]]:
         """(trusted keys among ``listed``, ids of refused ones). The first non-empty listing
         of a relation is pinned whole when ``pin_first``; a key not pinned is trusted when
         ``vouch`` says it is vouched for by the keys trusted so far (chains are followed),
-        and is then pinned too."""
-        pinned = self.store.pinned(relation_id, party)
-        if not pinned and pin_first:
+        and is then pinned too. A pinned key the listing leaves out (revoked) is tombstoned
+        first: it and whatever only it vouches for are never trusted again."""
+        first = self.first_look(relation_id, party)
+        pinned = self._tombstone_unlisted(relation_id, party, listed)
+        dead = self.store.tombstoned(relation_id, party)
+        if first and pin_first:
             self.store.pin(relation_id, party, listed)
             return list(listed), []
         trusted = {k.key_id: k for k in listed if k.key_id in pinned}
         trusted_or_pinned = {**pinned, **trusted}
         waiting = [k for k in listed if k.key_id not in trusted]
-        while vouch is not None and waiting:  # until no further key is vouched for
-            vouched = [k for k in waiting if vouch(k, trusted_or_pinned)]
+        candidates = [k for k in waiting if k.key_id not in dead]
+        while vouch is not None and candidates:  # until no further key is vouched for
+            vouched = [k for k in candidates if vouch(k, trusted_or_pinned)]
             if not vouched:
                 break
             for keys in vouched:
                 trusted[keys.key_id] = trusted_or_pinned[keys.key_id] = keys
-            waiting = [k for k in waiting if k.key_id not in trusted]
+            candidates = [k for k in candidates if k.key_id not in trusted]
+        waiting = [k for k in waiting if k.key_id not in trusted]
         newly = [k for k in trusted.values() if k.key_id not in pinned]
         if newly:
             self.store.pin(relation_id, party, newly)
         if waiting:
             logger.warning("relation %s: %d %s key(s) the directory lists are not trusted (not pinned, not vouched "
-                           "for) and are ignored", relation_id, len(waiting), party)
+                           "for, or revoked before) and are ignored", relation_id, len(waiting), party)
         return [k for k in listed if k.key_id in trusted], [k.key_id for k in waiting]
+
+    def _tombstone_unlisted(self, relation_id: str, party: str, listed: Sequence[PublicKeys]) -> dict[str, PublicKeys]:
+        """The pinned keys still listed; the others are tombstoned (the directory lists live
+        keys only: one it stopped listing was revoked)."""
+        pinned = self.store.pinned(relation_id, party)
+        listed_ids = {k.key_id for k in listed}
+        gone = [key_id for key_id in pinned if key_id not in listed_ids]
+        if gone:
+            logger.warning("relation %s: %d pinned %s key(s) are no longer listed (revoked): never trusted again",
+                           relation_id, len(gone), party)
+            self.store.tombstone(relation_id, party, gone)
+        return {key_id: keys for key_id, keys in pinned.items() if key_id in listed_ids}
+
+    def tombstone(self, relation_id: str, party: str, key_ids: Sequence[str]) -> None:
+        """A key the server says was revoked (an event): never trusted again here."""
+        self.store.tombstone(relation_id, party, key_ids)
 
     def accept(self, relation_id: str, party: str, keys: PublicKeys) -> None:
         """Trust a key the user accepted out of band (e.g. after comparing safety numbers)."""
         self.store.pin(relation_id, party, [keys])
+
+
+def public_identity(served: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The served identity as a public Ed25519 JWK (None: the agent has none); raises
+    ManifestUnverified."""
+    return _public(served)
 
 
 def _public(served: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -221,3 +221,68 @@ def test_a_lifetime_above_the_specs_600_seconds_is_refused_at_startup(settings: 
     assert [e.id for e in check_access_token_lifetime(None)] == ["hashee.E003"]
     settings.HASHEE_ACCESS_TOKEN_SECONDS = 300
     assert check_access_token_lifetime(None) == []
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits() -> Any:
+    from django.core.cache import cache
+
+    cache.clear()  # the throttle's windows live in the cache, shared by every test of the run
+    yield
+    cache.clear()
+
+
+TARGETED: list[tuple[dict[str, str], str]] = [
+    ({"audience": "https://api.example.com"}, "invalid_target"),
+    ({"resource": "https://api.example.com/tools"}, "invalid_target"),
+    ({"audience": "hashee", "resource": "https://hashee.example/"}, "invalid_target"),
+    ({"actor_token": "hak_" + "B" * 43}, "invalid_request"),
+    ({"actor_token_type": AGENT_KEY}, "invalid_request"),
+    ({"actor_token": "hak_" + "B" * 43, "actor_token_type": AGENT_KEY}, "invalid_request"),
+]
+
+
+@pytest.mark.parametrize(("extra", "error"), TARGETED, ids=[" ".join(e) for e, _ in TARGETED])
+def test_a_target_or_an_actor_is_refused_as_rfc_8693_says(agent_key: tuple[ApiKey, str],
+                                                           extra: dict[str, str], error: str) -> None:
+    response = exchange(agent_key[1], **extra)
+
+    assert response.status_code == 400
+    assert set(response.json()) == {"error", "error_description"} and response.json()["error"] == error
+    assert not AccessToken.objects.exists()
+
+
+def test_an_oauth_client_asking_for_an_audience_gets_invalid_target(
+        wsgi_keeps_the_test_connection: None, agent_key: tuple[ApiKey, str]) -> None:
+    transport = httpx2.WSGITransport(app=get_wsgi_application())
+    with OAuth2Client(base_url="http://testserver", transport=transport, token_endpoint_auth_method="none") as client:
+        with pytest.raises(OAuthError) as refused:
+            client.fetch_token("/oauth/token", grant_type=GRANT, subject_token=agent_key[1],
+                               subject_token_type=AGENT_KEY, audience="https://elsewhere.example")
+
+    assert refused.value.error == "invalid_target"
+
+
+def test_mallory_guessing_keys_from_one_address_is_slowed_down(settings: Any,
+                                                                agent_key: tuple[ApiKey, str]) -> None:
+    settings.HASHEE_OAUTH_TOKEN_RATE_PER_IP = "5/m"
+    guesses = [exchange(f"hak_{i:08d}" + "M" * 35) for i in range(6)]
+
+    assert [r.status_code for r in guesses] == [400] * 5 + [429]
+    refused = guesses[-1]
+    assert refused.json()["error"] == "slow_down" and set(refused.json()) == {"error", "error_description"}
+    assert 1 <= int(refused["Retry-After"]) <= 60 and refused["Cache-Control"] == "no-store"
+    assert exchange(agent_key[1]).status_code == 429  # the address is slowed down, whatever the key
+
+
+def test_one_key_exchanged_too_often_is_slowed_down_from_any_address(settings: Any,
+                                                                     agent_key: tuple[ApiKey, str]) -> None:
+    settings.HASHEE_OAUTH_TOKEN_RATE_PER_SUBJECT = "3/m"
+    form = urlencode({"grant_type": GRANT, "subject_token": agent_key[1], "subject_token_type": AGENT_KEY})
+    answers = [APIClient(REMOTE_ADDR=f"203.0.113.{i}").post("/oauth/token", form, content_type=FORM)
+               for i in range(4)]
+
+    assert [r.status_code for r in answers] == [200, 200, 200, 429]
+    assert answers[-1].json()["error"] == "slow_down" and int(answers[-1]["Retry-After"]) >= 1
+    assert AccessToken.objects.count() == 3
+    assert exchange("hak_" + "C" * 43).status_code == 400  # another key from the same address is not

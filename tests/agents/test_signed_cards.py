@@ -97,3 +97,63 @@ def test_a_bad_platform_key_setting_fails_the_system_check(settings: Any) -> Non
 def test_the_seed_and_combined_cards_stay_unsigned(anon: APIClient, agent: Agent) -> None:
     assert "signatures" not in anon.get(f"/agents/{agent.pk}/agent-card.json").json()
     assert "signatures" not in anon.get(f"/agents/{agent.pk}/.well-known/agent.json").json()
+
+
+@pytest.fixture
+def development(settings: Any, tmp_path: Any) -> Any:
+    """DJANGO_DEBUG=1 with no DJANGO_SECRET_KEY: the secret key is the public one in the source."""
+    from hashee import platform_key
+
+    settings.DEBUG = True
+    settings.SECRET_KEY = settings.INSECURE_DEV_SECRET_KEY
+    settings.HASHEE_PLATFORM_KEY_FILE = str(tmp_path / "run" / "platform-signing-key.jwk")
+    platform_key._local_key.cache_clear()
+    yield tmp_path / "run" / "platform-signing-key.jwk"
+    platform_key._local_key.cache_clear()
+
+
+def test_in_development_the_card_key_is_not_derivable_from_the_public_secret(
+        development: Any, anon: APIClient, agent: Agent, settings: Any) -> None:
+    from hashee.platform_key import DERIVATION_INFO
+
+    (served,) = anon.get("/.well-known/jwks.json").json()["keys"]
+
+    mallory = signing.derive_private_jwk(settings.INSECURE_DEV_SECRET_KEY.encode(), info=DERIVATION_INFO)
+    assert served["x"] != mallory["x"]
+    assert development.stat().st_mode & 0o777 == 0o600
+    assert json.loads(development.read_text())["x"] == served["x"]
+    create_signature_verifier(fetch_through(anon), ["EdDSA"])(ParseDict(served_card(anon, agent), AgentCard()))
+
+
+def test_the_development_key_survives_a_restart(development: Any, anon: APIClient) -> None:
+    from hashee import platform_key
+
+    before = anon.get("/.well-known/jwks.json").json()
+    platform_key._local_key.cache_clear()  # a new process reads the file again
+
+    assert anon.get("/.well-known/jwks.json").json() == before
+
+
+def test_a_development_key_file_others_can_read_is_refused(development: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from hashee import platform_key
+
+    platform_key.platform_private_jwk()
+    development.chmod(0o644)
+    platform_key._local_key.cache_clear()
+
+    with pytest.raises(ImproperlyConfigured, match="chmod 600"):
+        platform_key.platform_private_jwk()
+
+
+def test_without_debug_the_public_secret_still_refuses_to_serve(settings: Any) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from hashee.checks import refuse_to_serve
+
+    settings.DEBUG = False
+    settings.SECRET_KEY = settings.INSECURE_DEV_SECRET_KEY
+
+    with pytest.raises(ImproperlyConfigured, match=r"hashee\.E004"):
+        refuse_to_serve()

@@ -108,7 +108,8 @@ def test_changing_other_fields_needs_no_signature(alice_api: APIClient, identifi
 
 def test_after_a_rotation_only_the_new_key_signs(alice_api: APIClient, identified: Agent) -> None:
     alice_api.put(f"/agents/{identified.pk}/identity",
-                  {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY)}, format="json")
+                  {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY),
+                   "proof": signing.sign_identity_proof(NEW_KEY, agent_id=str(identified.pk))}, format="json")
     manifest = bumped(manifest_of(identified))
 
     old = patch(alice_api, identified, {"capability_manifest": manifest,
@@ -216,7 +217,8 @@ def test_the_admin_cannot_replace_an_identified_agents_manifest(operator: Any, i
 def test_the_admin_shows_the_identity_key_history_and_verified_versions(operator: Any, alice_api: APIClient,
                                                                         identified: Agent) -> None:
     alice_api.put(f"/agents/{identified.pk}/identity",
-                  {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY)}, format="json")
+                  {"jwk": signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY),
+                   "proof": signing.sign_identity_proof(NEW_KEY, agent_id=str(identified.pk))}, format="json")
     manifest = bumped(manifest_of(identified))
     patch(alice_api, identified, {"capability_manifest": manifest,
                                   "capability_manifest_signature": signing.sign_manifest(manifest, NEW_KEY)})

@@ -22,7 +22,9 @@ def test_keygen_sign_verify_then_patch_is_a_verified_publisher(tmp_path: Path, a
                                                                anon: APIClient, agent: Agent) -> None:
     key = tmp_path / "demobot.jwk"
     generated = json.loads(run("manifest", "keygen", str(key)))["data"]
-    assert alice_api.put(f"/agents/{agent.pk}/identity", {"jwk": generated["jwk"]},
+    proved = json.loads(run("manifest", "prove", "--key", str(key), "--agent", str(agent.pk)))["data"]
+    assert proved["kid"] == generated["kid"] and proved["body"]["jwk"] == generated["jwk"]
+    assert alice_api.put(f"/agents/{agent.pk}/identity", proved["body"],
                          format="json").json()["kid"] == generated["kid"]
     manifest: dict[str, Any] = copy.deepcopy(manifest_of(agent))
     manifest["agent_version"] = "1.1.0"
@@ -40,6 +42,22 @@ def test_keygen_sign_verify_then_patch_is_a_verified_publisher(tmp_path: Path, a
     assert verified["data"] == {"valid": True, "kid": generated["kid"]}
     assert response.status_code == 200, response.json()
     assert (response.json()["capability_manifest_version"], response.json()["publisher_verified"]) == (2, True)
+
+
+def test_prove_with_rotate_from_makes_the_whole_rotation_body(tmp_path: Path, alice_api: APIClient,
+                                                              agent: Agent) -> None:
+    old, new = tmp_path / "old.jwk", tmp_path / "new.jwk"
+    run("manifest", "keygen", str(old))
+    kid = json.loads(run("manifest", "keygen", str(new)))["data"]["kid"]
+    first = json.loads(run("manifest", "prove", "--key", str(old), "--agent", str(agent.pk)))["data"]["body"]
+    assert alice_api.put(f"/agents/{agent.pk}/identity", first, format="json").status_code == 201
+
+    body = json.loads(run("manifest", "prove", "--key", str(new), "--agent", str(agent.pk),
+                          "--rotate-from", str(old)))["data"]["body"]
+    response = alice_api.put(f"/agents/{agent.pk}/identity", body, format="json")
+
+    assert set(body) == {"jwk", "proof", "rotation"}
+    assert (response.status_code, response.json()["kid"]) == (201, kid)
 
 
 def test_verify_exits_non_zero_on_a_bad_signature(tmp_path: Path, manifest: dict) -> None:

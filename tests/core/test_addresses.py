@@ -61,9 +61,63 @@ def test_an_ipv6_form_that_embeds_ipv4_is_judged_by_the_ipv4_address(
 
 
 @pytest.mark.parametrize(("address", "public"), [
-    ("8.8.8.8", True), ("2606:4700:4700::1111", True), ("64:ff9b:0:1::1", True),
+    ("8.8.8.8", True), ("2606:4700:4700::1111", True),
     ("127.0.0.1", False), ("10.0.0.7", False), ("169.254.169.254", False), ("100.64.0.1", False),
     ("224.0.0.1", False), ("fe80::1", False), ("fd00::7", False), ("ff0e::1", False), ("2001:db8::1", False),
 ], ids=str)
 def test_any_other_address_is_public_only_when_global_unicast(address: str, public: bool) -> None:
     assert is_public_address(address) is public
+
+
+# Closed by shape (issue 23): Python calls each of these global, or reads no IPv4 in it.
+# (address, public?, why)
+BY_SHAPE: list[tuple[str, bool, str]] = [
+    # IPv4 special-purpose registry, globally reachable or not
+    ("192.0.0.8", False, "IPv4 dummy address (RFC 7600), in 192.0.0.0/24"),
+    ("192.0.0.9", False, "PCP anycast, in 192.0.0.0/24"),
+    ("192.0.0.170", False, "NAT64 discovery, in 192.0.0.0/24"),
+    ("192.88.99.1", False, "6to4 relay anycast (RFC 7526)"),
+    ("192.88.99.2", False, "6a44 relay anycast"),
+    ("198.18.0.1", False, "benchmarking"),
+    ("198.19.255.254", False, "benchmarking, end of the /15"),
+    ("192.31.196.1", False, "AS112-v4"),
+    ("192.52.193.1", False, "AMT"),
+    ("192.175.48.1", False, "direct delegation AS112"),
+    ("240.0.0.1", False, "reserved"),
+    ("255.255.255.255", False, "limited broadcast"),
+    ("192.0.1.1", True, "just outside 192.0.0.0/24"),
+    ("192.88.98.255", True, "just below 192.88.99.0/24"),
+    ("198.20.0.1", True, "just above 198.18.0.0/15"),
+    # IPv6: special-purpose, deprecated or outside global unicast
+    ("fec0::1", False, "site-local (deprecated, RFC 3879)"),
+    ("feff::1", False, "site-local, end of fec0::/10"),
+    ("100::1", False, "discard-only"),
+    ("2001:1::1", False, "IETF protocol assignments, 2001::/23"),
+    ("2001:20::1", False, "ORCHIDv2"),
+    ("2620:4f:8000::1", False, "direct delegation AS112"),
+    ("3fff::1", False, "documentation (RFC 9637)"),
+    ("5f00::1", False, "SRv6 SIDs, outside 2000::/3"),
+    ("4000::1", False, "outside 2000::/3"),
+    ("64:ff9b:0:1::1", False, "no NAT64 prefix, and outside 2000::/3"),
+    ("2001:200::1", True, "just outside 2001::/23"),
+    # ISATAP interface ids (0000:5efe / 0200:5efe + IPv4), any prefix
+    ("::5efe:7f00:1", False, "ISATAP of 127.0.0.1 with no prefix"),
+    ("fe80::5efe:127.0.0.1", False, "link-local ISATAP of 127.0.0.1"),
+    ("2001:db8::200:5efe:7f00:1", False, "ISATAP of 127.0.0.1, u/l bit set"),
+    ("2606:4700::5efe:a00:7", False, "public prefix, ISATAP of 10.0.0.7"),
+    ("2606:4700::200:5efe:c0a8:101", False, "public prefix, ISATAP of 192.168.1.1"),
+    ("2606:4700::5efe:a9fe:a9fe", False, "public prefix, ISATAP of the metadata address"),
+    ("2606:4700::5efe:808:808", True, "public prefix, ISATAP of 8.8.8.8"),
+    ("2002:808:808::5efe:7f00:1", False, "6to4 of 8.8.8.8 into an ISATAP id of 127.0.0.1"),
+]
+
+
+@pytest.mark.parametrize(("address", "public"), [(a, p) for a, p, _ in BY_SHAPE],
+                         ids=[f"{a} ({why})" for a, _, why in BY_SHAPE])
+def test_special_purpose_blocks_and_isatap_forms_are_judged_by_shape(address: str, public: bool) -> None:
+    assert is_public_address(address) is public
+
+
+def test_an_isatap_id_reads_its_ipv4_address() -> None:
+    assert embedded_ipv4(IPv6Address("fe80::200:5efe:127.0.0.1")) == [IPv4Address("127.0.0.1")]
+    assert embedded_ipv4(IPv6Address("64:ff9b:0:1::1")) is None

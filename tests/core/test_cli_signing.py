@@ -69,6 +69,19 @@ def test_a_signature_by_another_key_does_not_verify(tmp_path: Path, files: dict[
                 "MANIFEST_SIGNATURE_INVALID")
 
 
+AGENT_ID = "0b7e3f4c-2d9a-4c55-8e21-6f3a9d1b2c40"
+
+
+def test_prove_gives_the_identity_body_whose_proof_verifies_for_that_agent_only(files: dict[str, str]) -> None:
+    data = run_ok(["prove", "--key", files["key"], "--agent", AGENT_ID])
+
+    public = json.loads(Path(files["public"]).read_text())
+    assert data["kid"] == files["kid"] and set(data["body"]) == {"jwk", "proof"} and data["body"]["jwk"] == public
+    signing.verify_identity_proof(data["body"]["proof"], public, agent_id=AGENT_ID)
+    with pytest.raises(signing.InvalidSignatureError):
+        signing.verify_identity_proof(data["body"]["proof"], public, agent_id=AGENT_ID.replace("0", "1"))
+
+
 FAILURES: list[tuple[str, Any, int, str]] = [
     ("sign without --key", lambda f: ["sign", f["manifest"]], 2, "USAGE_ERROR"),
     ("sign with a public key", lambda f: ["sign", f["manifest"], "--key", f["public"]], 1, "VALIDATION_ERROR"),
@@ -80,6 +93,11 @@ FAILURES: list[tuple[str, Any, int, str]] = [
     ("verify with a manifest as key", lambda f: ["verify", f["manifest"], "--signature", "x", "--jwk",
                                                  f["manifest"]], 1, "VALIDATION_ERROR"),
     ("keygen without a file", lambda f: ["keygen"], 2, "USAGE_ERROR"),
+    ("prove without --agent", lambda f: ["prove", "--key", f["key"]], 2, "USAGE_ERROR"),
+    ("prove without --key", lambda f: ["prove", "--agent", AGENT_ID], 2, "USAGE_ERROR"),
+    ("prove with a public key", lambda f: ["prove", "--key", f["public"], "--agent", AGENT_ID], 1, "VALIDATION_ERROR"),
+    ("prove with a file argument", lambda f: ["prove", f["key"], "--key", f["key"], "--agent", AGENT_ID], 2,
+     "USAGE_ERROR"),
 ]
 
 

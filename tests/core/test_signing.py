@@ -152,3 +152,74 @@ def test_generated_keys_sign_and_verify() -> None:
     key = signing.generate_private_jwk()
     jws = signing.sign_manifest(VECTOR_MANIFEST, key)
     signing.verify_manifest(VECTOR_MANIFEST, jws, signing.public_of(key))
+
+
+# The eight points of small order (the torsion subgroup of edwards25519), as libsodium's
+# blocklist and "Taming the many EdDSAs" (Brendel et al., 2020) list them, plus non-canonical
+# encodings of two of them.
+SMALL_ORDER_POINTS = [
+    "0100000000000000000000000000000000000000000000000000000000000000",  # the identity
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # order 2
+    "0000000000000000000000000000000000000000000000000000000000000000",  # order 4
+    "0000000000000000000000000000000000000000000000000000000000000080",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",  # order 8
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+    "0100000000000000000000000000000000000000000000000000000000000080",  # -0: the identity again
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # y = p: order 4, non-canonical
+]
+
+
+def test_the_small_order_table_is_the_torsion_subgroup() -> None:
+    from nacl.bindings import crypto_core_ed25519_add
+
+    identity = bytes.fromhex(SMALL_ORDER_POINTS[0])
+    for encoding in SMALL_ORDER_POINTS[:8]:
+        point = bytes.fromhex(encoding)
+        for _ in range(3):  # 8·P by three doublings
+            point = crypto_core_ed25519_add(point, point)
+        assert point == identity, encoding
+
+
+@pytest.mark.parametrize("encoding", SMALL_ORDER_POINTS)
+def test_a_key_of_small_order_is_refused(encoding: str) -> None:
+    jwk = {"kty": "OKP", "crv": "Ed25519", "x": b64(bytes.fromhex(encoding))}
+
+    with pytest.raises(signing.InvalidKeyError) as caught:
+        signing.ed25519_public_jwk(jwk)
+
+    assert [d["path"] for d in caught.value.details] == ["/x"]
+    with pytest.raises(signing.InvalidSignatureError):  # nor is anything verified with one
+        signing.verify_compact(signing.sign_compact(b"x", PRIVATE_JWK, kid=KID), jwk, kid=KID)
+
+
+AGENT_ID = "0b7e3f4c-2d9a-4c55-8e21-6f3a9d1b2c40"
+
+
+def test_an_identity_proof_is_the_new_keys_own_signature_over_the_agent_id() -> None:
+    proof = signing.sign_identity_proof(PRIVATE_JWK, agent_id=AGENT_ID)
+
+    signing.verify_identity_proof(proof, PUBLIC_JWK, agent_id=AGENT_ID)
+    header = json.loads(base64.urlsafe_b64decode(proof.split(".")[0] + "=="))
+    assert header == {"alg": "EdDSA", "kid": KID}
+    assert base64.urlsafe_b64decode(proof.split(".")[1] + "==") == f"hashee-identity-v1\n{AGENT_ID}".encode()
+
+
+BAD_PROOFS: list[tuple[str, Any]] = [
+    ("for another agent", lambda: signing.sign_identity_proof(PRIVATE_JWK, agent_id=AGENT_ID[:-1] + "1")),
+    ("by another key under this kid", lambda: signing.sign_compact(
+        signing.identity_proof_bytes(AGENT_ID), other_key(), kid=KID)),
+    ("by another key", lambda: signing.sign_identity_proof(other_key(), agent_id=AGENT_ID)),
+    ("without the prefix", lambda: signing.sign_compact(AGENT_ID.encode(), PRIVATE_JWK, kid=KID)),
+    ("over the kid, as a rotation", lambda: signing.sign_compact(KID.encode(), PRIVATE_JWK, kid=KID)),
+    ("detached", lambda: signing.sign_detached(signing.identity_proof_bytes(AGENT_ID), PRIVATE_JWK, kid=KID)),
+    ("not a JWS", lambda: "trust me"),
+    ("not a string", lambda: 42),
+]
+
+
+@pytest.mark.parametrize("proof", [p for _, p in BAD_PROOFS], ids=[n for n, _ in BAD_PROOFS])
+def test_an_identity_proof_that_does_not_fit_is_refused(proof: Any) -> None:
+    with pytest.raises(signing.InvalidSignatureError):
+        signing.verify_identity_proof(proof(), PUBLIC_JWK, agent_id=AGENT_ID)

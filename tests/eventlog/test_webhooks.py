@@ -261,6 +261,9 @@ def test_only_the_start_of_a_large_response_is_kept(observed_agent: Agent, recei
 @pytest.mark.parametrize("host", [
     "[64:ff9b::7f00:1]", "[64:ff9b:1::a9fe:a9fe]", "[2002:a00:7::1]", "[::10.0.0.7]", "[::ffff:0:7f00:1]",
     "[2001:0:4136:e378:8000:63bf:80ff:fffe]",
+    # issue 23: site-local, ISATAP around 127.0.0.1, special-purpose IPv4, an absolute localhost name
+    "[fec0::1]", "[::5efe:7f00:1]", "[fe80::5efe:127.0.0.1]", "[2001:db8::200:5efe:7f00:1]",
+    "[2606:4700::5efe:7f00:1]", "192.0.0.8", "192.88.99.1", "198.18.0.1", "foo.localhost.", "FOO.LocalHost.",
 ], ids=str)
 def test_a_webhook_url_on_an_ipv6_form_of_a_private_ipv4_address_is_refused_on_save(
         alice_api: Any, host: str, settings: Any) -> None:
@@ -273,3 +276,18 @@ def test_a_webhook_url_on_an_ipv6_form_of_a_private_ipv4_address_is_refused_on_s
     assert error["code"] == "VALIDATION_ERROR"
     assert [(d["path"], d["code"]) for d in error["details"]] == [("/webhook_url", "INVALID_WEBHOOK_URL")]
     assert not Agent.objects.filter(name="Tunnel").exists()
+
+
+@pytest.mark.parametrize("host", ["[fec0::1]", "[fe80::5efe:127.0.0.1]", "192.0.0.8", "192.88.99.1",
+                                  "foo.localhost."], ids=str)
+def test_a_stored_url_on_a_special_purpose_address_is_refused_at_delivery(
+        observed_agent: Agent, receiver: Receiver, settings: Any, host: str) -> None:
+    Agent.objects.filter(pk=observed_agent.pk).update(webhook_url=f"http://{host}:9/hook")  # as an old row may hold
+    delivery = enqueue(observed_agent)
+    settings.HASHEE_WEBHOOK_ALLOW_PRIVATE = False
+
+    assert webhook_deliver_due() == 1
+
+    [attempt] = fresh(delivery).attempts.all()
+    assert attempt.status_code is None and attempt.error.startswith("refused: "), attempt.error
+    assert receiver.requests == []

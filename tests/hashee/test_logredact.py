@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -151,3 +152,51 @@ def _level(logger: logging.Logger, level: int) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(previous)
+
+
+SECRET_VALUE = "hsk_" + "S3cr3t-v4lue_" * 3
+SECRETS = [kind + "S3cr3t-v4lue_" * 3 for kind in ("hsk_", "hak_", "hat_", "whsec_")]
+
+
+def _escape_first(secret: str, *, twice: bool = False) -> str:
+    """``secret`` with its first character percent-encoded (``%2568…`` when ``twice``)."""
+    return ("%25" if twice else "%") + f"{ord(secret[0]):02X}" + secret[1:]
+
+
+ENCODINGS: list[tuple[str, object]] = [
+    ("encoded =", lambda s: f"token%3D{s}"),
+    ("encoded = lower case", lambda s: f"token%3d{s}"),
+    ("encoded name and =", lambda s: f"%74oken%3D{s}"),
+    ("mixed case name", lambda s: f"ToKeN={s}"),
+    ("mixed case, encoded =", lambda s: f"TOKEN%3d{s}"),
+    ("double-encoded =", lambda s: f"token%253D{s}"),
+    ("encoded &", lambda s: f"since=1%26token={s}"),
+    ("encoded prefix", lambda s: f"q={_escape_first(s)}"),
+    ("encoded _", lambda s: f"q={s.replace('_', '%5F', 1)}"),
+    ("encoded = and _", lambda s: f"token%3D{s.replace('_', '%5f', 1)}"),
+    ("double-encoded prefix", lambda s: f"q={_escape_first(s, twice=True)}"),
+    ("upper-case prefix", lambda s: f"q={s.split('_', 1)[0].upper()}_{s.split('_', 1)[1]}"),
+    ("in a name", lambda s: f"x%3D{s}=1"),
+    ("plus for space", lambda s: f"q=+{s}"),
+]
+
+
+@pytest.mark.parametrize("encode", [e for _, e in ENCODINGS], ids=[w for w, _ in ENCODINGS])
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.split("_")[0] for s in SECRETS])
+def test_a_secret_is_redacted_however_its_query_is_encoded(encode: Any, secret: str) -> None:
+    line = redact(f'127.0.0.1:5000 - "GET /ws/events?{encode(secret)}&since=3 HTTP/1.1" 200')
+
+    assert "S3cr3t" not in line, line
+    assert line.startswith('127.0.0.1:5000 - "GET /ws/events?') and line.endswith('&since=3 HTTP/1.1" 200'), line
+
+
+@pytest.mark.parametrize("path", [
+    f"/agents/{SECRET_VALUE}/identity",
+    f"/agents/%68{SECRET_VALUE[1:]}",
+    f"/agents/{SECRET_VALUE.replace('_', '%5F')}",
+    f"/agents/x%2F{SECRET_VALUE}",
+], ids=["plain", "encoded prefix", "encoded _", "after an encoded /"])
+def test_a_secret_in_the_path_is_redacted_encoded_or_not(path: str) -> None:
+    line = redact(f'"GET {path}?since=1 HTTP/1.1"')
+
+    assert "S3cr3t" not in line and "?since=1 HTTP/1.1" in line, line

@@ -89,7 +89,7 @@ def _url(name: str, route: str, params: dict[str, str]) -> str:
     return "/" + path + QUERY.get(name, "")
 
 
-def _body(name: str, method: str) -> Any:
+def _body(name: str, method: str, params: dict[str, str]) -> Any:
     """A body the owner or the relation's parties could use: a hole would show."""
     if method == "PATCH" and name == "agent":
         return {"name": "pwned", "webhook_url": "https://evil.example.com/hook"}
@@ -104,7 +104,9 @@ def _body(name: str, method: str) -> Any:
     if method == "POST" and name == "device-key-approve":
         return {"approver_key_id": KeyPair.generate().key_id, "signature": "c2lnbmF0dXJl"}
     if method == "PUT" and name == "agent-identity":  # a reset needs no old key: the owner's alone
-        return {"jwk": signing.public_of(signing.generate_private_jwk()), "reset": True}
+        key = signing.generate_private_jwk()
+        return {"jwk": signing.public_of(key), "reset": True,
+                "proof": signing.sign_identity_proof(key, agent_id=params["agent_id"])}
     return None
 
 
@@ -123,7 +125,7 @@ def test_intruders_are_refused_everywhere_and_nothing_changes(world: dict[str, A
         for name, (route, view_class) in sorted(routes.items()):
             url = _url(name, route, world["params"])
             for method in _methods(view_class):
-                body = _body(name, method)
+                body = _body(name, method, world["params"])
                 response = intruder.generic(method, url, json.dumps(body) if body is not None else "",
                                             content_type="application/json")
                 calls += 1

@@ -14,6 +14,7 @@ import pytest
 from nacl.public import PrivateKey
 
 from hashee_sdk import statements, wire
+from hashee_sdk.consent_statements import statement_bytes, verify_consent
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import open_copy
 from tests.interop import vectors
@@ -50,6 +51,16 @@ def test_the_sdk_opens_the_vectors() -> None:
                                             device_id=approval["device_id"], key_id=approval["key_id"])
 
 
+def test_the_sdk_verifies_the_consent_statement_vector() -> None:
+    consent = _committed()["consent_statement"]
+    device = KeyPair.from_secret(_committed()["keys"][consent["device"]]).public
+
+    statement = verify_consent({"statement": consent["statement"], "signature": consent["signature"]},
+                               devices={device.key_id: device})
+
+    assert statement_bytes(statement) == wire.b64decode(consent["signed_bytes"])
+
+
 def _node(path: Path) -> subprocess.CompletedProcess[str]:
     node = shutil.which("node")
     assert node is not None, "Node is needed for the interoperability check (scripts/test installs it)"
@@ -67,7 +78,7 @@ def test_an_independent_node_implementation_verifies_every_vector() -> None:
     assert completed.stdout.strip().endswith("all vectors verified")
 
 
-@pytest.mark.parametrize("tamper", ["ciphertext", "signature", "safety", "manifest"])
+@pytest.mark.parametrize("tamper", ["ciphertext", "signature", "safety", "manifest", "consent"])
 def test_the_node_implementation_refuses_a_tampered_vector(tamper: str, tmp_path: Path) -> None:
     data = _committed()
     if tamper == "ciphertext":
@@ -79,6 +90,8 @@ def test_the_node_implementation_refuses_a_tampered_vector(tamper: str, tmp_path
         data["device_approval"]["device_id"] = "mallory-tablet"
     elif tamper == "safety":
         data["safety_number"]["agent_id"] = "another-agent"
+    elif tamper == "consent":  # a server that gave back a grant the user withdrew
+        data["consent_statement"]["statement"]["granted_scopes"].append("location:read")
     else:  # a server that rewrote the manifest after it was signed
         data["manifest_signature"]["manifest"]["permission_scopes"][0]["sensitivity"] = "low"
     path = tmp_path / "vectors.json"

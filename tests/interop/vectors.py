@@ -14,6 +14,7 @@ from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from hashee_sdk import statements, wire
+from hashee_sdk.consent_statements import sign_consent, statement_bytes
 from hashee_sdk.core import signing
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.envelope import Recipient, seal_copy, signed_bytes
@@ -67,6 +68,10 @@ def build() -> dict[str, Any]:
     identity_x = _b64url(bytes(identity.verify_key))
     identity_private = {"kty": "OKP", "crv": "Ed25519", "x": identity_x, "d": _b64url(bytes(identity))}
     approval = statements.approve_device(laptop, device_id="phone", key_id=phone.key_id)
+    consent = sign_consent(laptop, agent_id=AGENT_ID, user_id="bob", granted_scopes=["notification:send",
+                           "filesystem:read"], grant_options={"filesystem:read": {"until": TS_MS + 86_400_000}},
+                           acknowledged_manifest_version=3, acknowledged_manifest_hash=_seed("manifest").hex(),
+                           seq=42, ts=TS_MS - 5000)
     return {
         "description": "docs/wire-spec.md test vectors; every byte string is standard base64 unless named _b64url",
         "keys": {"agent_runtime": _secret(agent), "bob_laptop": _secret(laptop), "bob_phone": _secret(phone)},
@@ -84,6 +89,8 @@ def build() -> dict[str, Any]:
                                                                                     key_id=agent.key_id)),
                         "identity_signature": statements.sign_runtime_key(identity_private, agent_id=AGENT_ID,
                                                                           key_id=agent.key_id)},
+        "consent_statement": {"device": "bob_laptop", **consent,
+                              "signed_bytes": wire.b64encode(statement_bytes(consent["statement"]))},
         "manifest_signature": {"manifest": MANIFEST, "signature": signing.sign_manifest(MANIFEST, identity_private)},
         "tool_call": _envelope_vector(call, agent, copy, "bob_laptop", wire.AGENT_TO_USER),
         "tool_response": _envelope_vector(response, laptop, reply_copy, "reply_key", wire.USER_TO_AGENT),

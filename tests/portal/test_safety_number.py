@@ -24,12 +24,17 @@ def publish(user: Any, keys: KeyPair) -> None:
                         ed25519_public=public["ed25519_public"])
 
 
+def publish_identity(alice: Any, agent: Agent, key: dict[str, str], *, reset: bool = False) -> None:
+    identity_services.identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(key), reset=reset,
+                                           proof=signing.sign_identity_proof(key, agent_id=str(agent.pk)))
+
+
 def _page(bob: Any, relation: Relation) -> str:
     return browser_for(bob).get(f"/portal/connections/{relation.pk}/").content.decode()
 
 
 def test_bob_reads_the_number_his_device_computes(alice: Any, bob: Any, agent: Agent, relation: Relation) -> None:
-    identity_services.identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY))
+    publish_identity(alice, agent, ALICE_KEY)
     laptop = KeyPair.generate()
     publish(bob, laptop)
 
@@ -42,12 +47,11 @@ def test_bob_reads_the_number_his_device_computes(alice: Any, bob: Any, agent: A
 
 
 def test_a_reset_identity_gives_another_number(alice: Any, bob: Any, agent: Agent, relation: Relation) -> None:
-    identity_services.identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY))
+    publish_identity(alice, agent, ALICE_KEY)
     publish(bob, KeyPair.generate())
     before = NUMBER.search(_page(bob, relation))
 
-    identity_services.identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(MALLORY_KEY),
-                                           reset=True)
+    publish_identity(alice, agent, MALLORY_KEY, reset=True)
 
     after = NUMBER.search(_page(bob, relation))
     assert before and after and before.group(1) != after.group(1)

@@ -301,7 +301,8 @@ def test_an_identified_agents_editor_asks_for_the_signature_and_saves_it_verifie
     from hashee_sdk.core import signing
 
     key = signing.generate_private_jwk()
-    identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(key))
+    identity_key_publish(agent_id=agent.pk, actor=alice, jwk=signing.public_of(key),
+                         proof=signing.sign_identity_proof(key, agent_id=str(agent.pk)))
     client = browser_for(alice)
     url = reverse("portal:agent-manifest", args=[agent.pk])
     changed = copy.deepcopy(manifest)

@@ -9,8 +9,12 @@ from django.test import Client
 from agents import services as agent_services
 from agents.models import Agent
 from eventlog.models import Event
+from hashee_sdk import KeyPair
+from hashee_sdk.consent_statements import sign_consent
+from relations import services as relation_services
 from relations.models import Relation
 from tests.changes import breaking, manifest_of
+from toolcalls.keydir_services import device_key_register
 
 pytestmark = pytest.mark.django_db
 
@@ -71,3 +75,20 @@ def test_deleting_a_user_still_takes_their_relations_with_them(operator: Client,
 
     assert response.status_code == 302
     assert not Relation.objects.filter(pk=relation.pk).exists()
+
+
+def test_an_operator_sees_the_consent_statement_bobs_device_signed(operator: Client, bob: User, agent: Agent) -> None:
+    laptop = KeyPair.generate()
+    published = laptop.public.as_api()
+    device_key_register(user=bob, device_id="laptop", x25519_public=published["x25519_public"],
+                        ed25519_public=published["ed25519_public"])
+    consent = sign_consent(laptop, agent_id=str(agent.pk), user_id="bob", granted_scopes=[],
+                           acknowledged_manifest_version=1, acknowledged_manifest_hash=agent.capability_manifest_hash,
+                           seq=7, ts=0)
+    relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=[],
+                                                 consent_statement=consent)
+
+    change = operator.get(f"{LIST}{relation.pk}/change/").content.decode()
+
+    assert consent["signature"] in change and laptop.key_id in change
+    assert 'name="consent_statement"' not in change  # shown, never edited

@@ -15,6 +15,7 @@ from hashee_sdk import (
     AgentRuntime,
     ArgumentsInvalid,
     KeyPair,
+    LocalStore,
     ManifestNotPublished,
     NoRecipientKey,
     RateLimited,
@@ -49,7 +50,8 @@ class World:
         self.server.publish_agent(self.agent_keys)
         self.server.publish_device("laptop", self.device)
         self.agent = AgentRuntime(transport=self.server.transport("agent"), agent_id=AGENT_ID, keys=self.agent_keys,
-                                  manifest=manifest(), clock=self.clock)
+                                  manifest=manifest(), clock=self.clock,
+                                  store=LocalStore.in_memory())
         self.handlers = Handlers()
         self.client: UserClient = make_client(self.server, keys=self.device, handlers=self.handlers.all(),
                                               clock=self.clock, **client_options)
@@ -207,7 +209,7 @@ def test_the_call_is_sealed_to_every_device_of_the_user_unless_one_is_named(devi
                                                                            expected: list[str]) -> None:
     world = World()
     phone = KeyPair.generate()
-    world.server.publish_device("phone", phone)
+    world.server.publish_device("phone", phone, approver=world.device)
     keys = {"laptop": world.device.key_id, "phone": phone.key_id}
 
     async def scenario() -> None:
@@ -226,7 +228,7 @@ def test_the_call_is_sealed_to_every_device_of_the_user_unless_one_is_named(devi
 def test_the_first_answer_wins_and_the_reply_key_is_dropped() -> None:
     world = World()
     phone = KeyPair.generate()
-    world.server.publish_device("phone", phone)
+    world.server.publish_device("phone", phone, approver=world.device)
 
     async def scenario() -> ToolResult:
         task = asyncio.create_task(world.agent.call_tool(RELATION_ID, "notify", {"title": "hi"}, timeout=5))
@@ -268,7 +270,8 @@ def typed_world() -> World:
     world = World()
     world.server.versions = [typed_manifest()]
     world.agent = AgentRuntime(transport=world.server.transport("agent"), agent_id=AGENT_ID,
-                               keys=world.agent_keys, manifest=typed_manifest(), clock=world.clock)
+                               keys=world.agent_keys, manifest=typed_manifest(), clock=world.clock,
+                               store=LocalStore.in_memory())
     return world
 
 
@@ -322,7 +325,7 @@ def test_an_answer_that_does_not_verify_is_ignored(options: dict[str, Any]) -> N
 def test_only_a_device_that_was_called_may_answer() -> None:
     world = World()
     other_device = KeyPair.generate()
-    world.server.publish_device("older", other_device)
+    world.server.publish_device("older", other_device, approver=world.device)
 
     with pytest.raises(ToolCallTimeout):
         run(call_and_answer(world, {"status": "ok", "result": "forged"}, device_id="laptop", sender=other_device))

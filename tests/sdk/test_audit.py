@@ -23,7 +23,7 @@ def record(log: AuditLog, call_id: str, arguments: Any, now: float = T0) -> Any:
 
 
 def test_an_entry_has_the_contract_fields() -> None:
-    log = AuditLog()
+    log = AuditLog.in_memory()
 
     record(log, "c1", {"path": "notes.txt"})
     log.record(call_id="c2", agent_id="agent-1", tool_name="locate", scope="location:read", arguments={},
@@ -37,7 +37,7 @@ def test_an_entry_has_the_contract_fields() -> None:
 
 def test_the_digest_is_an_hmac_of_the_canonical_arguments() -> None:
     secret = b"k" * 32
-    log = AuditLog(secret=secret)
+    log = AuditLog.in_memory(secret=secret)
 
     entry = record(log, "c1", {"path": "a", "limit": 10})
 
@@ -50,7 +50,7 @@ def test_short_arguments_cannot_be_guessed_back_without_the_device_secret() -> N
     arguments = {"pin": "1234"}
     plain_sha256 = hashlib.sha256(canonicalize(arguments)).hexdigest()
 
-    mine, theirs = record(AuditLog(), "c1", arguments), record(AuditLog(), "c1", arguments)
+    mine, theirs = record(AuditLog.in_memory(), "c1", arguments), record(AuditLog.in_memory(), "c1", arguments)
 
     assert mine.arguments_digest != plain_sha256
     assert mine.arguments_digest != theirs.arguments_digest
@@ -68,13 +68,13 @@ def test_the_arguments_are_never_stored(tmp_path: Path) -> None:
 
 
 def test_arguments_that_are_not_canonical_json_are_still_digested() -> None:
-    entry = record(AuditLog(), "c1", {"n": 2**60, "odd": {1, 2}})
+    entry = record(AuditLog.in_memory(), "c1", {"n": 2**60, "odd": {1, 2}})
 
     assert len(entry.arguments_digest) == 64
 
 
 def test_entries_older_than_30_days_are_purged() -> None:
-    log = AuditLog()
+    log = AuditLog.in_memory()
     record(log, "old", {}, now=T0)
     record(log, "recent", {}, now=T0 + 20 * DAY)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from hashee_sdk import KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
+from hashee_sdk import AuditLog, KeyPair, PromptRequest, Recipient, UserClient, open_copy, seal
 from hashee_sdk.core.canonical import canonical_hash
 from hashee_sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64decode, b64encode, reply_key_id
 from tests.sdk.fakes import AGENT_ID, AGENT_NAME, MANIFEST_HASH, RELATION_ID, FakeServer, typed_manifest
@@ -71,7 +71,7 @@ def make_client(server: FakeServer | None = None, *, prompt: Any = None, handler
     server = server or FakeServer()
     return UserClient(transport=server.transport("user"), keys=keys or KeyPair.generate(), device_id="laptop",
                       prompt=prompt or Prompt(), handlers=Handlers().all() if handlers is None else handlers,
-                      clock=clock or Clock(), **options)
+                      clock=clock or Clock(), **{"audit": AuditLog.in_memory(), **options})
 
 
 CALL_ARGS = {"read_file": {"path": "notes.txt"}, "notify": {"title": "hi"}, "locate": {}}

@@ -25,7 +25,7 @@ envelope = seal({"call_id": "c1"}, sender=agent, recipients=[Recipient.of(bob.pu
                 direction="agent_to_user", now_ms=1000)
 opened = open_copy(envelope, recipient_key_id=bob.key_id, recipient_x25519=bob.box_key,
                    senders={agent.key_id: agent.public}, relation_id="r", direction="agent_to_user")
-AuditLog().record(call_id="c1", agent_id="a", tool_name="t", scope="s:x", arguments={}, status="ok", reason=None,
+AuditLog.in_memory().record(call_id="c1", agent_id="a", tool_name="t", scope="s:x", arguments={}, status="ok", reason=None,
                   now=1.0)
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in set(json.loads(sys.argv[1])))
 print(json.dumps({"opened": opened.artifact, "loaded": loaded}))

@@ -7,7 +7,17 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ToolCallTimeout, ToolResult, UserClient, seal
+from hashee_sdk import (
+    AgentRuntime,
+    AuditLog,
+    KeyPair,
+    LocalStore,
+    Recipient,
+    ToolCallTimeout,
+    ToolResult,
+    UserClient,
+    seal,
+)
 from hashee_sdk.wire import AGENT_TO_USER
 from tests.sdk.fakes import AGENT_ID, RELATION_ID, FakeServer
 from tests.sdk.test_client import Clock, Handlers, Prompt
@@ -28,15 +38,15 @@ class Scene:
         self.client = self.start_client()
         self.agent = self.runtime(self.server.manifest)
 
-    def start_client(self) -> UserClient:
+    def start_client(self, *, keys: KeyPair | None = None, device_id: str = "laptop") -> UserClient:
         """Bob's client (again, after a restart: the same device and local files)."""
-        audit = AuditLog(self.state / "audit.sqlite3") if self.state is not None else AuditLog()
-        return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.prompt,
-                          handlers=self.handlers.all(), clock=self.clock, audit=audit)
+        audit = AuditLog(self.state / f"{device_id}.sqlite3") if self.state is not None else AuditLog.in_memory()
+        return UserClient(transport=self.user_side, keys=keys or self.device, device_id=device_id,
+                          prompt=self.prompt, handlers=self.handlers.all(), clock=self.clock, audit=audit)
 
-    def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
+    def runtime(self, manifest: dict[str, Any], *, store: LocalStore | None = None) -> AgentRuntime:
         return AgentRuntime(transport=self.agent_side, agent_id=AGENT_ID, keys=self.agent_keys, manifest=manifest,
-                            clock=self.clock)
+                            clock=self.clock, store=store or LocalStore.in_memory())
 
     async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
                    deliver_after_s: float = 0) -> ToolResult | None:

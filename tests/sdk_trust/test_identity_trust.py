@@ -22,8 +22,10 @@ from hashee_sdk import (
     AgentRuntime,
     AuditLog,
     KeyPair,
+    LocalStore,
     PromptRequest,
     Recipient,
+    SafetyNumberMismatch,
     ToolResult,
     UserClient,
     contract,
@@ -37,6 +39,7 @@ from hashee_sdk.wire import AGENT_TO_USER, b64encode
 from relations import services as relation_services
 from relations.models import Relation
 from tests.agents.test_identity import ALICE_KEY, MALLORY_KEY, NEW_KEY, rotation
+from tests.core.test_signing import SMALL_ORDER_POINTS
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, add_device, serve_manifest
 from tests.toolcalls.test_roundtrip import ApiClientTransport, Approver, run
 
@@ -55,7 +58,9 @@ class Identified:
     def __init__(self, alice: Any, bob: Any, manifest: dict[str, Any], state: Path) -> None:
         self.alice, self.state = alice, state
         self.agent = agent_services.agent_create(owner=alice, name="DemoBot", capability_manifest=manifest)[0]
-        identity_services.identity_key_publish(agent_id=self.agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY))
+        identity_services.identity_key_publish(
+            agent_id=self.agent.pk, actor=alice, jwk=signing.public_of(ALICE_KEY),
+            proof=signing.sign_identity_proof(ALICE_KEY, agent_id=str(self.agent.pk)))
         self.manifest = {**copy.deepcopy(manifest), "agent_version": "1.0.1"}
         signed_version(alice, self.agent.pk, self.manifest, ALICE_KEY)
         self.relation_id = str(relation_services.relation_create(
@@ -67,10 +72,11 @@ class Identified:
         self.approver = Approver()
         self.ran: list[dict[str, Any]] = []
         self.client = UserClient(transport=self.user_side, keys=self.device, device_id="laptop",
-                                 prompt=self.approver, handlers={"read_file": self.tool, "notify": self.tool},
+                                 prompt=self.approver, handlers={"read_file": self.tool, "send_notification": self.tool},
                                  audit=AuditLog(state / "audit.sqlite3"))
         self.runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=self.runtime_keys,
-                                    manifest=self.manifest, identity_key=ALICE_KEY)
+                                    manifest=self.manifest, identity_key=ALICE_KEY,
+                                    store=LocalStore.in_memory())
         self.since = self.agent_since = 0
 
     def tool(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +167,7 @@ def test_a_runtime_key_the_identity_did_not_vouch_for_gets_nothing_run(world: Id
 def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> None:
     async def scenario() -> ToolResult:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok  # the identity is pinned
+        assert (await world.call("send_notification", {"title": "hi"})).ok  # the identity is pinned
         world.user_side.lie(f"/agents/{world.agent.pk}/identity",
                             lambda body: {**body, "jwk": signing.public_of(MALLORY_KEY)})
         world.client.keydir.forget()
@@ -175,16 +181,34 @@ def test_a_swapped_identity_is_refused_without_a_prompt(world: Identified) -> No
     assert world.refusals() == ["identity_changed"]
 
 
+@pytest.mark.parametrize("encoding", [SMALL_ORDER_POINTS[0], SMALL_ORDER_POINTS[4]])
+def test_an_identity_of_small_order_is_never_pinned(world: Identified, encoding: str) -> None:
+    # A server that serves, from the first sight, a key for which forged signatures verify.
+    small = {"kty": "OKP", "crv": "Ed25519", "x": signing.b64url(bytes.fromhex(encoding))}
+    world.user_side.lie(f"/agents/{world.agent.pk}/identity", lambda body: {**body, "jwk": small})
+
+    async def scenario() -> ToolResult:
+        await world.setup()
+        return await world.call("send_notification", {"title": "hi"}, timeout=2)
+
+    with pytest.raises(ToolCallTimeout):
+        run(scenario)
+
+    assert world.ran == [] and world.approver.asked == []
+    assert world.client.store.pinned_identity(world.relation_id) == (False, None)
+
+
 def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_again(world: Identified) -> None:
     async def scenario() -> tuple[str | None, str | None, ToolResult]:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok
+        assert (await world.call("send_notification", {"title": "hi"})).ok
         before = (await world.client.relation(world.relation_id)).safety_number
         await rotate(world)
         pending = await world.client.pending_safety_number(world.relation_id)
-        accepted = await world.client.accept_identity(world.relation_id)
+        assert pending is not None
+        accepted = await world.client.accept_identity(world.relation_id, safety_number=pending)
         assert accepted == pending
-        return before, pending, await world.call("notify", {"title": "again"})
+        return before, pending, await world.call("send_notification", {"title": "again"})
 
     before, pending, result = run(scenario)
 
@@ -192,11 +216,66 @@ def test_after_a_real_rotation_bob_accepts_the_new_safety_number_and_calls_run_a
     assert world.ran == [{"title": "hi"}, {"title": "again"}]
 
 
+def test_accepting_pins_only_the_identity_bob_compared_not_the_one_served_since(world: Identified) -> None:
+    # A real rotation; bob compares the new safety number with alice. Between that read and
+    # his "accept", the server swaps in mallory's identity, a widened manifest she signed and
+    # a runtime key she vouched for.
+    mallory = KeyPair.generate()
+    widened: dict[str, Any] = {}
+
+    def widen(manifest: dict[str, Any]) -> None:
+        manifest["tools"][0]["input_schema"]["properties"]["path"] = {"type": ["string", "array"]}
+        widened.update(manifest)
+
+    def mallorys_signature(body: dict[str, Any]) -> dict[str, Any]:
+        body["capability_manifest_signature"] = signing.sign_manifest(body["capability_manifest"], MALLORY_KEY)
+        return body
+
+    async def scenario() -> None:
+        await world.setup()
+        assert (await world.call("send_notification", {"title": "hi"})).ok
+        await rotate(world)
+        compared = await world.client.pending_safety_number(world.relation_id)
+        assert compared is not None
+        world.user_side.lie(f"/agents/{world.agent.pk}/identity",
+                            lambda body: {**body, "jwk": signing.public_of(MALLORY_KEY)})
+        world.user_side.lie(f"/agents/{world.agent.pk}", serve_manifest(widen))
+        world.user_side.lie(f"/agents/{world.agent.pk}", mallorys_signature)
+        world.user_side.lie("/keys", add_agent_key({
+            **mallory.public.as_api(), "key_id": mallory.key_id, "identity_kid": signing.jwk_thumbprint(MALLORY_KEY),
+            "identity_signature": statements.sign_runtime_key(MALLORY_KEY, agent_id=str(world.agent.pk),
+                                                              key_id=mallory.key_id)}))
+        with pytest.raises(SafetyNumberMismatch):
+            await world.client.accept_identity(world.relation_id, safety_number=compared)
+        await forge_call(world, mallory, {"path": "/etc/shadow"},
+                         manifest_hash=contract.compile_manifest(widened).hash)
+
+    run(scenario)
+
+    assert world.ran == [{"title": "hi"}] and world.approver.asked == []
+    assert world.refusals()[-1] == "identity_changed"
+
+
+async def forge_call(world: Identified, sender: KeyPair, arguments: dict[str, Any], *, manifest_hash: str) -> None:
+    """A read_file call signed by ``sender``, stored by the server, and bob's device polling it."""
+    now_ms = int(time.time() * 1000)
+    call = {"subtype": "tool_call", "call_id": f"call_{now_ms}", "tool_name": "read_file", "arguments": arguments,
+            "permission_scope": "filesystem:read", "timeout_ms": 5000, "manifest_version": 3,
+            "manifest_hash": manifest_hash, "reply_key": b64encode(bytes(PrivateKey.generate().public_key)),
+            "expires_at": now_ms + 30_000}
+    sealed = seal(call, sender=sender, recipients=[Recipient.of(world.device.public)],
+                  relation_id=world.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
+    await send_message(ApiClientTransport(world.agent_key), relation_id=world.relation_id,
+                       msg_subtype="artifact_tool_call", payload=sealed)
+    world.since = await world.client.poll(world.since)
+
+
 async def rotate(world: Identified) -> None:
     """alice rotates the identity (signed by the old key), re-signs the manifest and the runtime key."""
     def owner_side() -> None:
         identity_services.identity_key_publish(agent_id=world.agent.pk, actor=world.alice,
-                                               jwk=signing.public_of(NEW_KEY), rotation=rotation(ALICE_KEY, NEW_KEY))
+                                               jwk=signing.public_of(NEW_KEY), rotation=rotation(ALICE_KEY, NEW_KEY),
+                                               proof=signing.sign_identity_proof(NEW_KEY, agent_id=str(world.agent.pk)))
         world.manifest = {**world.manifest, "agent_version": "1.0.2"}
         signed_version(world.alice, world.agent.pk, world.manifest, NEW_KEY)
 
@@ -219,7 +298,7 @@ def test_the_agent_seals_to_no_device_the_server_slipped_in(world: Identified) -
     async def scenario() -> None:
         await world.setup()
         await world.client.keydir.register_device("phone", phone.public, approver=world.device)
-        assert (await world.call("notify", {"title": "first"})).ok  # pins the laptop (and the approved phone)
+        assert (await world.call("send_notification", {"title": "first"})).ok  # pins the laptop (and the approved phone)
         world.agent_side.lie("/keys", add_device(forged))
         world.agent_side.lie("/keys", add_device(root_again))
         world.runtime.keydir.forget()
@@ -231,7 +310,7 @@ def test_the_agent_seals_to_no_device_the_server_slipped_in(world: Identified) -
             return await original(method, path, **kwargs)
 
         world.runtime.transport.request = spy  # type: ignore[method-assign]
-        assert (await world.call("notify", {"title": "second"})).ok
+        assert (await world.call("send_notification", {"title": "second"})).ok
 
     run(scenario)
 
@@ -275,7 +354,7 @@ def test_an_acknowledged_hash_that_is_not_the_acknowledged_versions_is_refused(w
 
     async def scenario() -> ToolResult:
         await world.setup()
-        return await world.call("notify", {"title": "hi"})
+        return await world.call("send_notification", {"title": "hi"})
 
     result = run(scenario)
 
@@ -286,12 +365,13 @@ def test_an_identity_reset_on_the_server_is_refused_until_bob_accepts(world: Ide
     # Whoever holds the owner's account (or the server's database) resets the identity.
     async def scenario() -> ToolResult:
         await world.setup()
-        assert (await world.call("notify", {"title": "hi"})).ok
+        assert (await world.call("send_notification", {"title": "hi"})).ok
         await database_sync_to_async(identity_services.identity_key_publish)(
-            agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True)
+            agent_id=world.agent.pk, actor=world.alice, jwk=signing.public_of(MALLORY_KEY), reset=True,
+            proof=signing.sign_identity_proof(MALLORY_KEY, agent_id=str(world.agent.pk)))
         world.client.keydir.forget()
         world.client._invalidate(world.relation_id)
-        return await world.call("notify", {"title": "after the reset"}, timeout=2)
+        return await world.call("send_notification", {"title": "after the reset"}, timeout=2)
 
     with pytest.raises(ToolCallTimeout):
         run(scenario)
@@ -337,7 +417,7 @@ def test_a_grant_the_server_forges_is_asked_on_the_device_before_anything_runs(w
         world.user_side.lie(f"/h2a/relations/{world.relation_id}",
                             lambda body: {**body, "granted_scopes": ["filesystem:read", "notification:send"]})
         world.client._invalidate(world.relation_id)
-        return await world.call("notify", {"title": "you won a prize"})
+        return await world.call("send_notification", {"title": "you won a prize"})
 
     result = run(scenario)
 
@@ -355,7 +435,7 @@ def test_a_grant_given_on_the_web_is_confirmed_once_on_the_device(world: Identif
             relation=await database_sync_to_async(Relation.objects.get)(pk=world.relation_id),
             granted_scopes=["filesystem:read", "notification:send"])
         world.client._invalidate(world.relation_id)
-        return [await world.call("notify", {"title": f"#{i}"}) for i in range(2)]
+        return [await world.call("send_notification", {"title": f"#{i}"}) for i in range(2)]
 
     results = run(scenario)
 

@@ -17,7 +17,17 @@ from nacl.public import PrivateKey
 
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
-from hashee_sdk import AgentRuntime, AuditLog, KeyPair, Recipient, ResultInvalid, ToolResult, UserClient, seal
+from hashee_sdk import (
+    AgentRuntime,
+    AuditLog,
+    KeyPair,
+    LocalStore,
+    Recipient,
+    ResultInvalid,
+    ToolResult,
+    UserClient,
+    seal,
+)
 from hashee_sdk.contract import CompiledTool
 from hashee_sdk.rest import send_message
 from hashee_sdk.wire import AGENT_TO_USER, b64encode
@@ -47,7 +57,7 @@ class Live:
 
     def start_client(self) -> UserClient:
         return UserClient(transport=self.user_side, keys=self.device, device_id="laptop", prompt=self.approver,
-                          handlers={"read_file": self.read_file, "notify": self.read_file},
+                          handlers={"read_file": self.read_file, "send_notification": self.read_file},
                           audit=AuditLog(self.state / "audit.sqlite3"))
 
     def read_file(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +66,7 @@ class Live:
 
     def runtime(self, manifest: dict[str, Any]) -> AgentRuntime:
         return AgentRuntime(transport=ApiClientTransport(self.agent_key), agent_id=str(self.agent.pk),
-                            keys=self.runtime_keys, manifest=manifest)
+                            keys=self.runtime_keys, manifest=manifest, store=LocalStore.in_memory())
 
     async def call(self, runtime: AgentRuntime, name: str, arguments: dict[str, Any]) -> ToolResult:
         await self.client.register_device()
@@ -80,7 +90,7 @@ def live(alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> Live
 
 def test_issue_a_an_injected_agent_key_gets_nothing_run_on_the_real_server(live: Live) -> None:
     runtime = live.runtime(live.manifest)
-    assert run(lambda: live.call(runtime, "notify", {"title": "hello"})).ok  # the agent's key is pinned
+    assert run(lambda: live.call(runtime, "send_notification", {"title": "hello"})).ok  # the agent's key is pinned
     mallory = KeyPair.generate()
     live.user_side.lie("/keys", add_agent_key({**mallory.public.as_api(), "key_id": mallory.key_id}))
 

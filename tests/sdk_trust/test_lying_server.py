@@ -7,9 +7,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from hashee_sdk import KeyPair, ToolResult
+import pytest
+
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, LocalStore, ToolResult, UserClient
 from hashee_sdk.core.canonical import canonical_hash
-from tests.sdk.fakes import RELATION_ID, manifest
+from tests.sdk.fakes import AGENT_ID, RELATION_ID, manifest
 from tests.sdk.test_client import tool_call
 from tests.sdk_trust.lying import add_agent_key, add_device, serve_manifest, settle_relation
 from tests.sdk_trust.scene import Scene, run
@@ -197,3 +199,57 @@ def test_a_call_under_another_manifest_than_the_published_one_is_manifest_unveri
 
     assert run(scene.client.handle_frame(scene.forge_call(pipe_call, scene.agent_keys))) is not None
     assert scene.handlers.calls == [] and scene.refusals() == ["manifest_unverified"]
+
+
+# --- defaults that remember (issue 23, hole 8) ----------------------------------------------
+
+
+def test_a_default_client_restarted_refuses_the_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HASHEE_STATE_DIR", str(tmp_path / "state"))
+    scene = Scene()
+
+    def default_client() -> UserClient:  # no audit, no store: what an integrator writes first
+        return UserClient(transport=scene.user_side, keys=scene.device, device_id="laptop", prompt=scene.prompt,
+                          handlers=scene.handlers.all(), clock=scene.clock)
+
+    scene.client = default_client()
+    assert statuses(run(scene.call("notify", {"title": "once"}))) == [("ok", None)]
+    scene.client.audit.close()
+
+    restarted = default_client()
+
+    assert run(restarted.handle_frame(scene.server.frame(0))) is None
+    assert scene.handlers.calls == [("notify", {"title": "once"})]
+    assert scene.refusals(restarted) == ["call_replayed"]
+    assert oct((tmp_path / "state" / "device-laptop.sqlite3").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_default_runtime_restarted_does_not_trust_a_device_on_first_sight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HASHEE_STATE_DIR", str(tmp_path / "state"))
+    scene = Scene()
+
+    def default_runtime() -> AgentRuntime:
+        return AgentRuntime(transport=scene.agent_side, agent_id=AGENT_ID, keys=scene.agent_keys,
+                            manifest=scene.server.manifest, clock=scene.clock)
+
+    scene.agent = default_runtime()
+    run(scene.call("notify", {"title": "pins the laptop"}))
+    scene.agent.store.close()
+    mallory = KeyPair.generate()
+    scene.server.devices.insert(0, {"device_id": "mallory", **mallory.public.as_api(), "key_id": mallory.key_id,
+                                    "created_at": "2026-01-02T00:00:00Z"})  # a second root, after the restart
+
+    scene.agent = default_runtime()
+
+    assert statuses(run(scene.call("notify", {"title": "after the restart"}))) == [("ok", None)]
+    copies = [m["payload"]["copies"] for m in scene.server.messages if m["msg_subtype"] == "artifact_tool_call"]
+    assert [c["recipient_key_id"] for c in copies[-1]] == [scene.device.key_id]
+
+
+def test_memory_is_only_used_when_asked_for_by_name() -> None:
+    with pytest.raises(TypeError):
+        LocalStore()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        AuditLog()  # type: ignore[call-arg]
+    assert LocalStore.in_memory().path == AuditLog.in_memory().path == ":memory:"

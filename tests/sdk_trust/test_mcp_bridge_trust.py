@@ -16,7 +16,7 @@ from mcp.client.client import Client
 
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
-from hashee_sdk import AgentRuntime, KeyPair
+from hashee_sdk import AgentRuntime, KeyPair, LocalStore
 from hashee_sdk.mcp_bridge import McpBridge
 from relations import services as relation_services
 from relations.models import Relation
@@ -40,7 +40,7 @@ class Stage:
 
     def bridge(self, manifest: dict[str, Any]) -> McpBridge:
         runtime = AgentRuntime(transport=self.agent_side, agent_id=str(self.agent.pk), keys=KeyPair.generate(),
-                               manifest=manifest)
+                               manifest=manifest, store=LocalStore.in_memory())
         return McpBridge(runtime, self.relation_id)
 
     def tools_lie(self, change: Callable[[list[dict[str, Any]]], None]) -> None:

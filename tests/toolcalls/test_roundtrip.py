@@ -32,7 +32,7 @@ from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from eventlog.models import Event
 from hashee.asgi import application
-from hashee_sdk import AgentRuntime, AuditLog, KeyPair, PromptRequest, ToolResult, UserClient
+from hashee_sdk import AgentRuntime, AuditLog, KeyPair, LocalStore, PromptRequest, ToolResult, UserClient
 from hashee_sdk.rest import HttpResponse
 from relations import services as relation_services
 from toolcalls.models import Message
@@ -84,9 +84,9 @@ def world(alice: Any, bob: Any, manifest: dict[str, Any], settings: Any) -> dict
     bob_key, agent_key = api_key_create(user=bob)[1], api_key_create(user=alice, agent=agent)[1]
     approver = Approver()
     client = UserClient(transport=ApiClientTransport(bob_key), keys=KeyPair.generate(), device_id="laptop",
-                        prompt=approver, handlers={"read_file": read_file}, audit=AuditLog())
+                        prompt=approver, handlers={"read_file": read_file}, audit=AuditLog.in_memory())
     runtime = AgentRuntime(transport=ApiClientTransport(agent_key), agent_id=str(agent.pk), keys=KeyPair.generate(),
-                           manifest=manifest)
+                           manifest=manifest, store=LocalStore.in_memory())
     return {"relation_id": str(relation.pk), "client": client, "agent": runtime, "approver": approver,
             "bob_key": bob_key, "agent_key": agent_key}
 

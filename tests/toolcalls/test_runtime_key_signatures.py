@@ -70,7 +70,8 @@ def test_after_a_rotation_the_runtime_publishes_its_key_again_with_the_new_ident
     keys = KeyPair.generate()
     publish(agent_api, agent, keys, vouch(ALICE_KEY, agent, keys))
     rotated = alice_api.put(f"/agents/{agent.pk}/identity",
-                            {"jwk": statements.signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY)},
+                            {"jwk": statements.signing.public_of(NEW_KEY), "rotation": rotation(ALICE_KEY, NEW_KEY),
+                             "proof": statements.signing.sign_identity_proof(NEW_KEY, agent_id=str(agent.pk))},
                             format="json")
     assert rotated.status_code == 201
 

@@ -11,7 +11,7 @@ from hashee_sdk.core import cli
 
 
 class Command(BaseCommand):
-    help = ("manifest validate|hash|diff|card|keygen|sign|verify …: offline checks and signatures, "
+    help = ("manifest validate|hash|diff|card|keygen|sign|verify|prove …: offline checks and signatures, "
             "printing one JSON object.")
     requires_system_checks: list[str] = []
 

@@ -1,4 +1,4 @@
-"""``python manage.py manifest validate|hash|diff|card|keygen|sign|verify …`` without Django (SPEC §8, §9.1).
+"""``python manage.py manifest validate|hash|diff|card|keygen|sign|verify|prove …`` without Django (SPEC §8, §9.1).
 
 :func:`run` returns an exit code and one structured result (seed 002):
 ``{"ok": true, "command": "manifest", "subcommand": …, "data": {…}}`` or
@@ -12,7 +12,9 @@ or already exists (``FILE_EXISTS``), a signature that does not verify
 
 The owner signs offline: ``keygen`` writes a private JWK (mode 0600, never overwriting),
 ``sign`` makes the detached JWS to send as ``capability_manifest_signature``, ``verify``
-checks one as a client would.
+checks one as a client would, ``prove`` makes the body of ``PUT /agents/{id}/identity``
+(the public JWK, the proof of possession of v1.2 and, with ``--rotate-from OLD``, the
+old key's rotation signature) so a key is registered without writing any JOSE by hand.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from hashee_sdk.core.signing import (
     generate_private_jwk,
     jwk_thumbprint,
     public_of,
+    sign_compact,
+    sign_identity_proof,
     sign_manifest,
     verify_manifest,
 )
@@ -44,7 +48,8 @@ COMMAND = "manifest"
 USAGE = (
     "usage: manifest validate FILE | manifest hash FILE | manifest diff OLD_FILE NEW_FILE | "
     "manifest card FILE [--name NAME] [--description TEXT] [--url URL] [--shape combined|v1|seed] | "
-    "manifest keygen OUT | manifest sign FILE --key OUT | manifest verify FILE --signature JWS --jwk PUBLIC_JWK_FILE"
+    "manifest keygen OUT | manifest sign FILE --key OUT | manifest verify FILE --signature JWS --jwk PUBLIC_JWK_FILE | "
+    "manifest prove --key OUT --agent AGENT_ID [--rotate-from OLD_KEY]"
 )
 CARD_URL_BASE = "https://hashee.example/agents/"
 _CARD_OPTIONS = ("name", "description", "url", "shape")
@@ -158,6 +163,19 @@ def _verify(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
     return {"valid": True, "kid": jwk_thumbprint(key)}
 
 
+def _prove(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
+    """The identity body for ``--agent``: ``{"jwk", "proof"}`` (+ ``"rotation"`` by ``--rotate-from``)."""
+    _expect(positional, options, files=0, allowed=("key", "agent", "rotate-from"), required=("key", "agent"))
+    key = _jwk(options["key"], ed25519_private_jwk)
+    agent_id = options["agent"].strip() or _usage("--agent must not be empty.")
+    kid = jwk_thumbprint(key)
+    body = {"jwk": public_of(key), "proof": sign_identity_proof(key, agent_id=agent_id)}
+    if "rotate-from" in options:
+        old = _jwk(options["rotate-from"], ed25519_private_jwk)
+        body["rotation"] = sign_compact(kid.encode(), old, kid=jwk_thumbprint(old))
+    return {"kid": kid, "body": body}
+
+
 def _jwk(path: str, check: Callable[[Any], dict[str, str]]) -> dict[str, str]:
     try:
         return check(_load(path))
@@ -173,6 +191,7 @@ _HANDLERS: dict[str | None, Callable[[list[str], dict[str, str]], dict[str, Any]
     "keygen": _keygen,
     "sign": _sign,
     "verify": _verify,
+    "prove": _prove,
 }
 
 
@@ -201,7 +220,7 @@ def _expect(positional: list[str], options: dict[str, str], *, files: int, allow
     if missing:
         _usage(f"--{missing[0]} is required.")
     if len(positional) != files:
-        _usage(f"Expected {files} file{'s' if files > 1 else ''}, got {len(positional)}.")
+        _usage(f"Expected {files} file{'s' if files != 1 else ''}, got {len(positional)}.")
     return positional
 
 

@@ -8,6 +8,11 @@
   whose payload is the manifest's RFC 8785 bytes and whose protected header is exactly
   ``{"alg": "EdDSA", "kid": kid}``.
 * A key rotation is a compact JWS with its payload attached (the new key's kid in UTF-8).
+* An identity proof (v1.2) is a compact JWS with its payload attached, made with the key it
+  registers (``kid`` = that key's kid), over ``"hashee-identity-v1\n" + agent_id``: whoever
+  registers a key shows they hold its private half, for this agent only.
+* A public key must be a valid point of the prime-order subgroup (libsodium's check): the
+  eight small-order points, with which "signatures" verify for many messages, are refused.
 
 Every JWS is made and checked by PyJWT (the library the official A2A SDK verifies card
 signatures with); this module only fixes the forms and the checks around it. Failures
@@ -32,6 +37,7 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from jwt.algorithms import OKPAlgorithm
 from jwt.exceptions import PyJWTError
+from nacl.bindings import crypto_core_ed25519_is_valid_point
 
 from hashee_sdk.core.canonical import canonicalize
 
@@ -94,7 +100,7 @@ def ed25519_public_jwk(jwk: Any) -> dict[str, str]:
                        if name == "d" else "not a member of an Ed25519 public JWK")
                for name in jwk if name not in ("kty", "crv", "x", *_OPTIONAL_MEMBERS)]
     details += _expect(jwk, "kty", "OKP") + _expect(jwk, "crv", "Ed25519")
-    details += _key_bytes_problem(jwk, "x")
+    details += _key_bytes_problem(jwk, "x") or _point_problem(jwk["x"])
     details += _expect(jwk, "alg", ALG, required=False) + _expect(jwk, "use", "sig", required=False)
     if not details and "kid" in jwk and jwk["kid"] != _thumbprint(jwk):
         details.append(_detail("/kid", "INVALID_VALUE", "kid must be the key's RFC 7638 thumbprint"))
@@ -244,6 +250,30 @@ def _header_of(jws: str) -> dict[str, Any]:
     return header
 
 
+# --- identity proof (v1.2) -----------------------------------------------------------
+
+IDENTITY_PROOF_PREFIX = b"hashee-identity-v1\n"
+
+
+def identity_proof_bytes(agent_id: str) -> bytes:
+    """What an identity proof signs: ``"hashee-identity-v1\\n" + agent_id`` in UTF-8."""
+    return IDENTITY_PROOF_PREFIX + str(agent_id).encode("utf-8")
+
+
+def sign_identity_proof(private_jwk: Mapping[str, Any], *, agent_id: str) -> str:
+    """The compact JWS (attached payload) by which ``private_jwk``'s holder registers it for ``agent_id``."""
+    return sign_compact(identity_proof_bytes(agent_id), private_jwk, kid=jwk_thumbprint(private_jwk))
+
+
+def verify_identity_proof(proof: Any, public_jwk: Mapping[str, Any], *, agent_id: str) -> None:
+    """Check that ``proof`` is ``public_jwk``'s own signature for ``agent_id``; raises InvalidSignatureError."""
+    if not isinstance(proof, str) or proof.count(".") != 2:
+        raise MalformedSignatureError("The proof must be a compact JWS with its payload attached.")
+    payload = verify_compact(proof, public_jwk)
+    if payload != identity_proof_bytes(agent_id):
+        raise InvalidSignatureError(f"The proof does not sign {identity_proof_bytes(agent_id)!r}.")
+
+
 # --- manifests ----------------------------------------------------------------------
 
 def manifest_signing_bytes(manifest: Any) -> bytes:
@@ -293,6 +323,14 @@ def _key_bytes_problem(jwk: Mapping[str, Any], name: str) -> list[dict[str, str]
     if len(raw) != KEY_BYTES:
         return [_detail(f"/{name}", "INVALID_VALUE", f"{name} must encode {KEY_BYTES} bytes")]
     return []
+
+
+def _point_problem(x: str) -> list[dict[str, str]]:
+    """A problem when ``x`` is not a canonical point of the prime-order subgroup (small order included)."""
+    if crypto_core_ed25519_is_valid_point(b64url_decode(x)):
+        return []
+    return [_detail("/x", "INVALID_VALUE", "x is not a usable Ed25519 public key (a small-order point, "
+                                           "off the curve or outside the prime-order subgroup)")]
 
 
 def _detail(path: str, code: str, message: str) -> dict[str, str]:

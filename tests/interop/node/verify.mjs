@@ -95,6 +95,24 @@ const signed = vectors.manifest_signature;
 check("manifest signature over its RFC 8785 bytes", verifyDetachedJws(signed.signature,
   utf8(canonicalize(signed.manifest)), jwk.x, vectors.identity.kid));
 
+// A consent statement (SPEC §9.6): exactly its ten fields, scopes sorted and unique, signed
+// by the device it names over the prefix and its RFC 8785 bytes.
+const consent = vectors.consent_statement;
+const consentFields = ["agent_id", "user_id", "granted_scopes", "grant_options", "acknowledged_manifest_version",
+  "acknowledged_manifest_hash", "revoked", "seq", "ts", "device_key_id"];
+const statement = consent.statement;
+const consentBytes = concat(utf8("hashee-consent-v1\n"), utf8(canonicalize(statement)));
+const scopes = statement.granted_scopes;
+check("consent statement fields", canonicalize(Object.keys(statement).sort()) === canonicalize([...consentFields].sort()));
+check("consent statement scopes sorted and unique", scopes.every((s, i) => i === 0 || scopes[i - 1] < s));
+check("consent statement typed", typeof statement.revoked === "boolean" && Number.isSafeInteger(statement.seq)
+  && statement.seq >= 1 && Number.isSafeInteger(statement.ts) && /^[0-9a-f]{64}$/.test(statement.acknowledged_manifest_hash)
+  && !(statement.revoked && scopes.length > 0));
+check("consent statement bytes", equalBytes(consentBytes, b64(consent.signed_bytes)));
+check("consent statement names its device", statement.device_key_id === keyId(vectors.keys[consent.device]));
+check("consent statement signature", nacl.sign.detached.verify(consentBytes, b64(consent.signature),
+  b64(vectors.keys[consent.device].ed25519_public)));
+
 const laptop = vectors.keys.bob_laptop;
 openEnvelope("tool_call", vectors.tool_call, laptop.key_id, b64(laptop.x25519_private), b64(vectors.keys.agent_runtime.ed25519_public));
 openEnvelope("tool_response", vectors.tool_response, reply.reply_key_id, b64(reply.x25519_private), b64(laptop.ed25519_public));
