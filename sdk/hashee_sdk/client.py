@@ -53,6 +53,7 @@ from hashee_sdk.errors import (
     ApiError,
     EnvelopeError,
     IdentityChanged,
+    ManifestUnverified,
     PlatformRefused,
     UnknownSender,
     WrongRecipient,
@@ -439,6 +440,9 @@ class UserClient(FrameConsumer):
             reason = "agent_changed"  # a relation's agent never changes
         except IdentityChanged:
             reason = "identity_changed"  # nothing of the agent is believed until the user accepts
+        except ManifestUnverified as exc:  # AnswerInvalid: a listing (or identity) of another shape
+            logger.warning("tool call refused, never executed: %s", exc)
+            reason = "answer_invalid"
         except UnknownSender:
             reason = "untrusted_sender"
         except EnvelopeError as exc:

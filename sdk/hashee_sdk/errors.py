@@ -234,3 +234,10 @@ class PlatformRefused(SdkError):
     """Raised by a tool handler when the platform itself refuses (a permission the operating
     system or the user's settings deny, a file outside the shared folder): the call is
     answered ``denied: user_refused`` (SPEC §12.1), not as a failure."""
+
+
+class AnswerInvalid(ManifestUnverified):
+    """An answer of the server does not have the shape the API documents (a field missing,
+    null, of another type, or about another relation): nothing of it is believed. A device
+    refuses what depended on it (``answer_invalid`` before the chain, ``manifest_unverified``
+    in it); an agent runtime raises it."""

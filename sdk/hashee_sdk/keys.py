@@ -17,7 +17,7 @@ from typing import Any
 
 from hashee_sdk import statements
 from hashee_sdk.crypto import KeyPair, PublicKeys
-from hashee_sdk.errors import AmbiguousRoot, ApiError, InvalidPublicKey
+from hashee_sdk.errors import AmbiguousRoot, AnswerInvalid, ApiError, InvalidPublicKey
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.store import LocalStore
 from hashee_sdk.trust import AGENT, USER, KeyPins
@@ -60,17 +60,31 @@ class RelationKeys:
         return [d for d in self.user_devices if device_id in (None, d.device_id)]
 
 
-def relation_keys_from(body: Mapping[str, Any], *, now: float) -> RelationKeys:
-    """Parse ``GET /h2a/relations/{id}/keys``; a key that does not parse is left out."""
-    devices = tuple(DeviceKey(str(d["device_id"]), keys, str(d.get("created_at", "")),
+def relation_keys_from(body: Any, *, now: float, relation_id: str | None = None) -> RelationKeys:
+    """Parse ``GET /h2a/relations/{id}/keys`` (about ``relation_id``, when given); a key that
+    does not parse is left out. Raises AnswerInvalid for a listing of another shape."""
+    user, agent = _member(body, "user", Mapping), _member(body, "agent", Mapping)
+    listed_relation, agent_id = _member(body, "relation_id", str), _member(agent, "agent_id", str)
+    if relation_id is not None and listed_relation != str(relation_id):
+        raise AnswerInvalid(f"asked for the keys of relation {relation_id}, the server listed another's")
+    devices = tuple(DeviceKey(d["device_id"], keys, str(d.get("created_at", "")),
                               _text(d.get("approved_by_key_id")), _text(d.get("approval")),
                               str(d.get("status") or "approved") if d.get("revoked_at") is None else "revoked")
-                    for d in body["user"]["devices"] if (keys := _parsed(d)) is not None)
-    listed = [(keys, k) for k in body["agent"]["keys"] if (keys := _parsed(k)) is not None]
+                    for d in _member(user, "devices", list)
+                    if isinstance(d, Mapping) and isinstance(d.get("device_id"), str) and (keys := _parsed(d)))
+    listed = [(keys, k) for k in _member(agent, "keys", list) if isinstance(k, Mapping) and (keys := _parsed(k))]
     signatures = {keys.key_id: str(k["identity_signature"]) for keys, k in listed
                   if isinstance(k.get("identity_signature"), str)}
-    return RelationKeys(str(body["relation_id"]), devices, tuple(keys for keys, _ in listed), now,
-                        str(body["agent"].get("agent_id", "")), identity_signatures=signatures)
+    return RelationKeys(listed_relation, devices, tuple(keys for keys, _ in listed), now, agent_id,
+                        identity_signatures=signatures)
+
+
+def _member(body: Any, name: str, kind: type) -> Any:
+    """``body[name]`` if ``body`` is an object and the member has the type ``kind``."""
+    value = body.get(name) if isinstance(body, Mapping) else None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise AnswerInvalid(f"the server's key listing has no valid {name!r}")
+    return value
 
 
 def _trusted_agent_keys(keys: RelationKeys, pins: KeyPins, identity: Mapping[str, str] | None) -> RelationKeys:
@@ -210,7 +224,7 @@ class KeyDirectory:
         if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
             return cached
         body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
-        listed = relation_keys_from(body, now=self.clock())
+        listed = relation_keys_from(body, now=self.clock(), relation_id=str(relation_id))
         if self.verify == AGENT and self.device is not None:
             listed = _trusted_devices(listed, self.pins, self._device_root(listed))
         self._listings[relation_id] = listed

@@ -33,7 +33,7 @@ from hashee_sdk.consent_memory import Believed, ConsentMemory, acknowledgement_o
 from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
-from hashee_sdk.errors import ApiError, ManifestUnverified, SafetyNumberMismatch
+from hashee_sdk.errors import AnswerInvalid, ApiError, ManifestUnverified, SafetyNumberMismatch
 from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.trust import ManifestVerifier, VerifiedManifest, public_identity
@@ -41,6 +41,7 @@ from hashee_sdk.trust import ManifestVerifier, VerifiedManifest, public_identity
 logger = logging.getLogger(__name__)
 _EMPTY = contract.compile_manifest({"tools": [], "permission_scopes": []})
 _HEX = frozenset("0123456789abcdef")
+STATUSES = ("active", "reauth_required", "revoked")  # a relation's status (SPEC §5.2)
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,13 @@ class RelationViews:
     async def fetch(self, transport: Transport, relation_id: str) -> RelationView:
         """The relation as the server states it, verified: a manifest that does not verify
         (IdentityChanged included) gives a view that runs nothing (``unverified``)."""
-        relation = await call_api(transport, "GET", f"/h2a/relations/{relation_id}")
-        agent_id = str(relation["agent_id"])
-        agent = await call_api(transport, "GET", f"/agents/{agent_id}")
+        try:
+            relation, agent = await self._served(transport, relation_id)
+        except (ManifestUnverified, ApiError) as exc:  # AnswerInvalid, AgentChanged, a refusal to answer
+            logger.warning("relation %s: the server's answer is not believed: %s", relation_id, exc)
+            return RelationView(relation_id=relation_id, agent_id=self.keydir.pins.store.pinned_agent(relation_id) or "",
+                                granted=frozenset(), revoked=False, manifest=_EMPTY, unverified=str(exc))
+        agent_id = relation["agent_id"]
         believed = await self.believe(relation_id, agent_id, relation)
         base: dict[str, Any] = {"relation_id": relation_id, "agent_id": agent_id, "agent_name": str(agent.get("name") or ""),
                 "granted": frozenset(relation.get("granted_scopes") or ()),
@@ -114,6 +119,22 @@ class RelationViews:
         return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
                             pending=consent.pending - unbacked, unconfirmed=unconfirmed, unbacked=unbacked,
                             safety_number=await self.safety_number(relation_id, identity))
+
+    async def _served(self, transport: Transport, relation_id: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """The relation and its agent as the server serves them, of the documented shape;
+        raises AnswerInvalid (AgentChanged: another agent than the one first seen), ApiError."""
+        relation = await call_api(transport, "GET", f"/h2a/relations/{relation_id}")
+        scopes = [relation.get(name) if isinstance(relation, Mapping) else None
+                  for name in ("granted_scopes", "pending_scopes")]
+        if not isinstance(relation, Mapping) or not isinstance(relation.get("agent_id"), str) or \
+                relation.get("status") not in STATUSES or \
+                not all(isinstance(s, list) and all(isinstance(x, str) for x in s) for s in scopes):
+            raise AnswerInvalid(f"relation {relation_id} is not served as the API documents it")
+        self.keydir.pins.check_agent(relation_id, relation["agent_id"])
+        agent = await call_api(transport, "GET", f"/agents/{relation['agent_id']}")
+        if not isinstance(agent, Mapping):
+            raise AnswerInvalid(f"agent {relation['agent_id']} is not served as the API documents it")
+        return relation, agent
 
     async def believe(self, relation_id: str, agent_id: str, relation: Mapping[str, Any]) -> Believed:
         """SPEC §9.6: the newest consent statement verified for this relation, the one the
@@ -235,7 +256,7 @@ class RelationViews:
             found = await call_api(transport, "GET", f"/agents/{agent_id}/manifest/versions/{version}")
         except ApiError as exc:
             raise ManifestUnverified(f"the acknowledged version {version} is not available ({exc.code})") from None
-        if found.get("version") != version:
+        if not isinstance(found, Mapping) or found.get("version") != version:
             raise ManifestUnverified(f"asked for version {version}, the server sent another")
         known = (version, found.get("hash")) in backed
         return self.verifier.verify(agent_id=agent_id, version=version, manifest=found.get("manifest"),
@@ -260,7 +281,7 @@ class RelationViews:
         if (safety_number is None) == (kid is None):
             raise ValueError("name what the user compared: safety_number=… or kid=…")
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
-                                  now=self.clock())
+                                  now=self.clock(), relation_id=relation_id)
         served = await self.keydir.served_identity(keys.agent_id)  # read once: what is compared is what is pinned
         number = await self._number(relation_id, keys.agent_id, served)
         served_kid = signing.jwk_thumbprint(public_identity(served)) if served is not None else None
@@ -283,7 +304,7 @@ class RelationViews:
     async def pending_safety_number(self, transport: Transport, relation_id: str) -> str | None:
         """The safety number with the identity the server serves now."""
         keys = relation_keys_from(await call_api(transport, "GET", f"/h2a/relations/{relation_id}/keys"),
-                                  now=self.clock())
+                                  now=self.clock(), relation_id=relation_id)
         return await self._number(relation_id, keys.agent_id, await self.keydir.served_identity(keys.agent_id))
 
 

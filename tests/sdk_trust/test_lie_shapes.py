@@ -56,11 +56,15 @@ def _breaking(scene: Scene) -> dict[str, Any]:
 
 
 def _revoke(scene: Scene) -> None:
-    scene.server.status = "revoked"
+    """Bob revokes on his device: signed (SPEC §9.6). A revocation given on the web carries
+    no signature, and a server that hides it cannot be caught: the device never saw it."""
+    run(scene.client.revoke(RELATION_ID))
 
 
 def _withdraw_location(scene: Scene) -> None:
-    scene.server.granted.remove("location:read")
+    """Bob withdraws location:read on his device, signed (the web's unsigned withdrawal is,
+    as a revocation, only as good as the server's word)."""
+    run(scene.client.reconsent(RELATION_ID, [s for s in scene.server.granted if s != "location:read"]))
 
 
 CASES = {

@@ -57,6 +57,8 @@ REFUSAL_REASONS: tuple[str, ...] = (
     "envelope_invalid",  # the envelope does not open or verify
     "untrusted_sender",  # signed by a key that is neither pinned nor vouched for
     "identity_changed",  # the agent's identity is not the pinned one: nothing is believed until accepted
+    "agent_changed",  # the server presents the relation as another agent's than the one first seen
+    "answer_invalid",  # an answer the check needs (the key listing) is not of the documented shape
     "call_malformed",  # a verified call without the fields of a tool call
     "call_expired",  # past expires_at, signed in the future, or claiming to live too long
     "call_replayed",  # (relation_id, call_id) seen before, even across a restart
