@@ -55,6 +55,7 @@ from hashee_sdk.errors import (
     ManifestNotPublished,
     NoRecipientKey,
     ResultInvalid,
+    SafetyNumberMismatch,
     ToolCallFailed,
     ToolCallTimeout,
     ToolNotDeclared,
@@ -174,9 +175,40 @@ class AgentRuntime(FrameConsumer):
         """The relation's safety number as this side sees it (the agent's identity and the
         user's root device this runtime pinned at its first look), for the owner to compare
         with the user's; None when the agent has no identity key. Raises AmbiguousRoot."""
+        return await self._number(await self.keydir.root(str(relation_id)))
+
+    async def pending_safety_number(self, relation_id: str) -> str | None:
+        """After the user reset their devices (``keys.device_reset``): the safety number with the
+        root the server lists now, for the owner to compare with the one the user's new device
+        shows, before :meth:`accept_user_reset`. None when the agent has no identity key."""
+        root = await self.keydir.listed_root(str(relation_id))
+        return await self._number(root)
+
+    async def accept_user_reset(self, relation_id: str, *, safety_number: str | None = None,
+                                root_key_id: str | None = None) -> str | None:
+        """Trust the user's new root — only the one whose safety number (or, for an agent
+        without an identity key, whose key id) was compared out of band: the listing is read
+        once, and what it names must be exactly that. Every device trusted before is
+        tombstoned. Returns the new safety number; raises SafetyNumberMismatch (nothing
+        changed), AmbiguousRoot."""
+        if (safety_number is None) == (root_key_id is None):
+            raise ValueError("name what was compared: safety_number=… or root_key_id=…")
+        root = await self.keydir.listed_root(str(relation_id))
+        number = await self._number(root)
+        if safety_number is not None:
+            compared = number is not None and _digits(number) == _digits(safety_number)
+        else:
+            compared = root is not None and root.key_id == root_key_id
+        if root is None or not compared:
+            logger.warning("relation %s: the user's root listed now is not the one compared: nothing accepted",
+                           relation_id)
+            raise SafetyNumberMismatch(str(relation_id))
+        self.keydir.accept_root(str(relation_id), root)
+        return number
+
+    async def _number(self, root: PublicKeys | None) -> str | None:
         identity = (signing.public_of(self.identity_key) if self.identity_key is not None
                     else await self.keydir.served_identity(self.agent_id))
-        root = await self.keydir.root(str(relation_id))
         if identity is None or root is None:
             return None
         return statements.safety_number(agent_id=self.agent_id, agent_identity=signing.b64url_decode(identity["x"]),
@@ -334,6 +366,10 @@ class AgentRuntime(FrameConsumer):
             self._published = None
         elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
             self._device_changed(kind, data)
+        elif kind == EventType.DEVICE_RESET:  # its revocations came as DEVICE_REVOKED: nothing is trusted
+            logger.warning("relation %s: the user reset their devices; calls wait until the new safety number is "
+                           "compared and accepted (accept_user_reset)", data.get("relation_id"))
+            self.keydir.forget(str(data.get("relation_id") or "") or None)
         elif kind == EventType.RESYNC_REQUIRED:
             self._published = None
             self.keydir.forget()
@@ -421,3 +457,7 @@ class AgentRuntime(FrameConsumer):
             if pending is not None:
                 return copy["recipient_key_id"], pending
         return None
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())

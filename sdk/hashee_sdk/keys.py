@@ -230,6 +230,17 @@ class KeyDirectory:
         self._listings[relation_id] = listed
         return listed
 
+    async def listed_root(self, relation_id: str) -> PublicKeys | None:
+        """On an agent runtime: the root the server lists now (e.g. after the user's reset),
+        not trusted — to compute the safety number the user's owner compares before
+        :meth:`accept_root`. Raises AmbiguousRoot, AnswerInvalid."""
+        return listed_root(await self._listing(str(relation_id), refresh=True))
+
+    def accept_root(self, relation_id: str, root: PublicKeys) -> None:
+        """Trust ``root`` as the user's root from now on, and no device trusted before."""
+        self.pins.store.replace_root(str(relation_id), root)
+        self.forget(str(relation_id))
+
     def _agent_side_root(self, listed: RelationKeys) -> PublicKeys | None:
         """At the first look only: the one device approved by no other (AmbiguousRoot if several)."""
         return listed_root(listed) if self.pins.first_look(listed.relation_id, USER) else None

@@ -241,6 +241,14 @@ class LocalStore:
         self._db.execute("INSERT OR IGNORE INTO pinned_roots (relation_id, x25519, ed25519) VALUES (?, ?, ?)",
                          (relation_id, wire.b64encode(keys.x25519), wire.b64encode(keys.ed25519)))
 
+    def replace_root(self, relation_id: str, keys: PublicKeys) -> None:
+        """After the user's device reset, accepted by whoever compared the new safety number:
+        every device trusted so far is tombstoned and ``keys`` is the relation's root."""
+        self.tombstone(relation_id, "user", self.pinned(relation_id, "user"))
+        self._db.execute("DELETE FROM pinned_roots WHERE relation_id = ?", (relation_id,))
+        self.pin_root(relation_id, keys)
+        self.pin(relation_id, "user", [keys])
+
     def device_root(self, device_key_id: str) -> PublicKeys | None:
         """The root device of the user as the device holding ``device_key_id`` knows it."""
         row = self._db.execute("SELECT x25519, ed25519 FROM device_roots WHERE device_key_id = ?",

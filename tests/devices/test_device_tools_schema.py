@@ -62,4 +62,5 @@ def test_alice_publishes_an_agent_declaring_all_four(alice: Any) -> None:
 
     assert validate_manifest(manifest).errors == []
     agent, _, _ = services.agent_create(owner=alice, name="Helper", capability_manifest=manifest)
+    assert agent.capability_manifest is not None
     assert [t["name"] for t in agent.capability_manifest["tools"]] == list(STANDARD_TOOL_NAMES)

@@ -17,7 +17,9 @@ def _publish(user: User, device_id: str, approver: KeyPair | None = None) -> Key
     if approver is not None:
         approval = Approval(approver.key_id, statements.approve_device(approver, device_id=device_id,
                                                                        key_id=keys.key_id))
-    device_key_register(user=user, device_id=device_id, approval=approval, **keys.public.as_api())
+    public = keys.public.as_api()
+    device_key_register(user=user, device_id=device_id, approval=approval, x25519_public=public["x25519_public"],
+                        ed25519_public=public["ed25519_public"])
     return keys
 
 
@@ -54,7 +56,9 @@ def test_the_devices_page_needs_a_login() -> None:
 def test_bob_sees_that_his_devices_were_reset(bob: User) -> None:
     _publish(bob, "laptop")
     tablet = KeyPair.generate()
-    device_key_register(user=bob, device_id="tablet", reset=True, **tablet.public.as_api())
+    public = tablet.public.as_api()
+    device_key_register(user=bob, device_id="tablet", reset=True, x25519_public=public["x25519_public"],
+                        ed25519_public=public["ed25519_public"])
 
     page = browser_for(bob).get("/portal/devices/").content.decode()
 
