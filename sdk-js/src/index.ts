@@ -1,7 +1,26 @@
 /**
  * @hashee/sdk: the wire of docs/wire-spec.md at both ends, and the checks of SPEC §6 and §9.
- * This entry point runs in browsers and in Node ≥ 18 (no `node:` import).
+ * This entry point runs in browsers and in Node ≥ 18 (no `node:` import); the Node-only
+ * store lives in "@hashee/sdk/node".
  */
 export * from "./errors.js";
 export { b64decode, b64encode, b64url, b64urlDecode } from "./encoding.js";
 export { canonicalize, canonicalHash, canonicalText, sha256Hex, type Json, type JsonObject } from "./canonical.js";
+export * from "./wire.js";
+export { KeyPair, PublicKeys, verifyEd25519, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
+export {
+  MAX_COPIES, openCopy, Recipient, seal, sealCopy, senderKeyId, signedBytes, type Envelope, type EnvelopeCopy,
+  type OpenedCopy, type OpenOptions, type SealOptions,
+} from "./envelope.js";
+export {
+  ALG, detachedParts, ed25519PublicJwk, generatePrivateJwk, jwkThumbprint, manifestSigningBytes, signDetached,
+  signManifest, verifyDetached, verifyManifest, type PrivateJwk, type PublicJwk,
+} from "./jose.js";
+export {
+  approveDevice, deviceApprovalBytes, deviceApprovalValid, fingerprint, FINGERPRINT_ITERATIONS, runtimeKeyBytes,
+  runtimeKeyVouched, safetyNumber, signRuntimeKey, type DeviceApprovalFields,
+} from "./statements.js";
+export {
+  checkShape as checkConsentShape, CONSENT_FIELDS, signConsent, statementBytes as consentStatementBytes,
+  verifyConsent, type ConsentFields, type ConsentStatement, type SignedConsent,
+} from "./consentStatements.js";
