@@ -24,3 +24,10 @@ export {
   checkShape as checkConsentShape, CONSENT_FIELDS, signConsent, statementBytes as consentStatementBytes,
   verifyConsent, type ConsentFields, type ConsentStatement, type SignedConsent,
 } from "./consentStatements.js";
+export { indexedDbStore, memoryStore, type Store } from "./store.js";
+export { fileStore } from "./fileStoreUnavailable.js";
+export { LocalState, type Party } from "./localState.js";
+export {
+  HIGH_PROMPT_TIMEOUT_MS, MEDIUM_WINDOW_MS, SensitivityPolicy, type PolicySubject, type Sensitivity,
+} from "./policy.js";
+export { AuditLog, RETENTION_MS, type AuditEntry } from "./audit.js";
