@@ -190,8 +190,63 @@ export class ApiError extends SdkError {
     readonly code: string,
     message: string,
     readonly details: readonly unknown[] = [],
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(`${status} ${code}: ${message}`);
+  }
+
+  /** Seconds to wait before trying again (429 `Retry-After`), or null. */
+  get retryAfter(): number | null {
+    const value = Number(this.headers["retry-after"]);
+    return Number.isFinite(value) && this.headers["retry-after"] !== undefined ? value : null;
+  }
+}
+
+/** The request never got an HTTP answer (network, DNS, a closed connection, a timeout). */
+export class TransportFailed extends SdkError {}
+/** The socket's credential was refused (401/403): listening ends. */
+export class SocketRefused extends SdkError {}
+/** `POST /oauth/token` refused the agent key (revoked, wrong); its OAuth `error` code. */
+export class TokenExchangeRefused extends SdkError {
+  constructor(readonly error: string) {
+    super(`the token exchange was refused: ${error}`);
+  }
+}
+
+/** The platform itself refused (a browser permission declined, no clipboard access): a
+ * handler throws it and the call is answered `denied: user_refused` (SPEC §12.1). */
+export class PlatformRefused extends SdkError {}
+
+/** The relation's agent is not the one first seen for it. */
+export class AgentChanged extends SdkError {
+  constructor(readonly relationId: string, readonly pinnedAgent: string, readonly servedAgent: string) {
+    super(`relation ${relationId}: first seen with agent ${pinnedAgent}, now presented as ${servedAgent}`);
+  }
+}
+
+/** The listing shows the user with several first devices: a user has one; none is trusted. */
+export class AmbiguousRoot extends SdkError {}
+
+/** The identity served now is not the one the user compared: nothing was pinned. */
+export class SafetyNumberMismatch extends SdkError {}
+
+/** The agent's published manifest is not this runtime's: it must be published before calling. */
+export class ManifestNotPublished extends SdkError {}
+
+/** The newest consent statement verified for the relation does not give this call (SPEC §9.6). */
+export class ConsentUnverified extends SdkError {}
+
+/** No answer came back before the call expired. */
+export class ToolCallTimeout extends SdkError {
+  constructor(readonly callId: string, readonly waitedMs: number) {
+    super(`tool call ${callId}: no answer within ${waitedMs} ms`);
+  }
+}
+
+/** An `ok` answer whose result breaks the tool's `output_schema` (SPEC §10.4). */
+export class ResultInvalid extends SdkError {
+  constructor(readonly callId: string, readonly toolName: string, readonly details: readonly ErrorDetail[]) {
+    super(`the result of ${toolName} (${callId}) does not conform to its output_schema`);
   }
 }
 

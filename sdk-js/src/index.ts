@@ -36,3 +36,11 @@ export {
   type CompiledManifest, type CompiledTool, type DecideContext, type Decision,
 } from "./contract.js";
 export { compileSchema, type SchemaValidator } from "./schema.js";
+export {
+  callApi, credentialOf, errorFor, exchangeAgentKey, FetchTransport, pollEvents, sendMessage, TokenSource,
+  type AccessToken, type Credential, type CredentialInput, type EventFrame, type HttpResponse, type RequestOptions,
+  type SessionCredential, type Transport,
+} from "./rest.js";
+export {
+  listen, reconnectDelay, socketUrl, useWebSocket, type ListenOptions, type WebSocketConstructor,
+} from "./events.js";
