@@ -10,7 +10,7 @@
  * * the **event cursor**, so a restarted listener resumes with `?since=`;
  * * this side's own **key pair** (its secret halves, never sent anywhere).
  */
-import type { Json } from "./canonical.js";
+import type { Json, JsonObject } from "./canonical.js";
 import { KeyPair, PublicKeys, type KeyPairSecret } from "./crypto.js";
 import { b64decode, b64encode } from "./encoding.js";
 import type { PublicJwk } from "./jose.js";
@@ -119,6 +119,100 @@ export class LocalState {
     await this.store.set(`ack/${part(relationId)}`, { version, hash });
   }
 
+  /** The agent a relation was first seen with (pinned with its identity), or null. */
+  async pinnedAgent(relationId: string): Promise<string | null> {
+    const value = (await this.store.get(`identity/${part(relationId)}`)) as { agent_id?: string } | undefined;
+    return value?.agent_id ?? null;
+  }
+
+  // --- tombstones: keys and relations never trusted again ---------------------------
+
+  async tombstoned(relationId: string, party: Party): Promise<Set<string>> {
+    return new Set(((await this.store.get(`dead/${part(relationId)}/${party}`)) as string[] | undefined) ?? []);
+  }
+
+  tombstone(relationId: string, party: Party, keyIds: Iterable<string>): Promise<void> {
+    return this.serialized(async () => {
+      const dead = await this.tombstoned(relationId, party);
+      for (const keyId of keyIds) {
+        dead.add(keyId);
+        await this.store.delete(`pins/${part(relationId)}/${party}/${keyId}`);
+      }
+      await this.store.set(`dead/${part(relationId)}/${party}`, [...dead].sort());
+    });
+  }
+
+  async tombstoneRelation(relationId: string): Promise<void> {
+    await this.store.set(`revoked/${part(relationId)}`, true);
+  }
+
+  async relationTombstoned(relationId: string): Promise<boolean> {
+    return (await this.store.get(`revoked/${part(relationId)}`)) === true;
+  }
+
+  // --- the user's root device ---------------------------------------------------------
+
+  /** An agent runtime's root of the user, pinned at the relation's first look. */
+  async pinnedRoot(relationId: string): Promise<PublicKeys | null> {
+    return keysOf(await this.store.get(`root/${part(relationId)}`));
+  }
+
+  async pinRoot(relationId: string, keys: PublicKeys): Promise<void> {
+    await this.store.set(`root/${part(relationId)}`, keysJson(keys));
+  }
+
+  /** The root a user's device is approved through (itself for the first device). */
+  async deviceRoot(deviceKeyId: string): Promise<PublicKeys | null> {
+    return keysOf(await this.store.get(`device-root/${part(deviceKeyId)}`));
+  }
+
+  async setDeviceRoot(deviceKeyId: string, keys: PublicKeys): Promise<void> {
+    await this.store.set(`device-root/${part(deviceKeyId)}`, keysJson(keys));
+  }
+
+  // --- runtime keys of agents without identity: one agent per key ---------------------
+
+  async agentKeyOwner(keyId: string): Promise<string | null> {
+    return ((await this.store.get(`agent-key/${part(keyId)}`)) as string | undefined) ?? null;
+  }
+
+  async agentKeysOf(agentId: string): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (const key of await this.store.keys("agent-key/")) {
+      if ((await this.store.get(key)) === agentId) found.add(decodeURIComponent(key.slice("agent-key/".length)));
+    }
+    return found;
+  }
+
+  async ownAgentKeys(agentId: string, keyIds: Iterable<string>): Promise<void> {
+    for (const keyId of keyIds) {
+      if ((await this.agentKeyOwner(keyId)) === null) await this.store.set(`agent-key/${part(keyId)}`, agentId);
+    }
+  }
+
+  // --- consent statements (SPEC §9.6) ---------------------------------------------------
+
+  async newestConsent(relationId: string): Promise<{ statement: JsonObject; signature: string } | null> {
+    return ((await this.store.get(`consent/${part(relationId)}`)) as { statement: JsonObject; signature: string } | undefined) ?? null;
+  }
+
+  /** Keep `signed` if its seq is higher than the one kept; true when kept. */
+  rememberConsent(relationId: string, signed: { statement: JsonObject; signature: string }): Promise<boolean> {
+    return this.serialized(async () => {
+      const kept = await this.newestConsent(relationId);
+      const seq = Number(signed.statement["seq"]);
+      if (kept !== null && Number(kept.statement["seq"]) >= seq) return false;
+      await this.store.set(`consent/${part(relationId)}`, signed as unknown as Json);
+      const who = `consent-seq/${part(String(signed.statement["agent_id"]))}/${part(String(signed.statement["user_id"]))}`;
+      if (Number((await this.store.get(who)) ?? 0) < seq) await this.store.set(who, seq);
+      return true;
+    });
+  }
+
+  async highestConsentSeq(agentId: string, userId: string): Promise<number> {
+    return Number((await this.store.get(`consent-seq/${part(agentId)}/${part(userId)}`)) ?? 0);
+  }
+
   // --- event cursor -----------------------------------------------------------------
 
   async cursor(name: string): Promise<number | null> {
@@ -146,4 +240,14 @@ export class LocalState {
       return pair;
     });
   }
+}
+
+function keysJson(keys: PublicKeys): Json {
+  return { x25519: b64encode(keys.x25519), ed25519: b64encode(keys.ed25519) };
+}
+
+function keysOf(value: Json | undefined): PublicKeys | null {
+  if (value === undefined || value === null) return null;
+  const { x25519, ed25519 } = value as { x25519: string; ed25519: string };
+  return PublicKeys.fromRaw(b64decode(x25519), b64decode(ed25519));
 }
