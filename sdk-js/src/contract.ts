@@ -3,10 +3,11 @@
  * and the `tool_response` artifacts (sdk/hashee_sdk/contract.py and consent.py).
  *
  * {@link decide} answers, in this order: group → `tool_not_supported_in_group`; not
- * declared → `tool_not_declared`; relation revoked → `permission_revoked`; the tool's scope
- * pending re-consent → `reauth_required` (that tool only); the declared scope not granted,
- * or the call claiming another → `scope_not_granted`; the newest verified consent statement
- * not giving the scope → `consent_unverified`; arguments failing the schema the user
+ * declared → `tool_not_declared`; relation revoked → `permission_revoked`; the newest
+ * verified consent statement not giving the scope, or a relation the device knows revoked →
+ * `consent_unverified`; the tool's scope pending re-consent → `reauth_required` (that tool
+ * only); the declared scope not granted, or the call claiming another → `scope_not_granted`;
+ * arguments failing the schema the user
  * consented to or the current one → `error: TOOL_INVALID_ARGUMENTS`; then the sensitivity
  * policy → run (silent) or prompt. Sensitivity never falls below a preset scope's platform
  * level nor below the level the user consented to.
@@ -115,8 +116,10 @@ export interface DecideContext {
   readonly pending?: ReadonlySet<string>;
   /** Scopes granted by the server's word only: prompted once whatever their level. */
   readonly unconfirmed?: ReadonlySet<string>;
-  /** The scopes the newest verified consent statement gives; undefined: none is held. */
-  readonly consented?: ReadonlySet<string>;
+  /** Scopes the newest verified consent statement does not give (SPEC §9.6). */
+  readonly unbacked?: ReadonlySet<string>;
+  /** The device knows the relation revoked while the server says it is live. */
+  readonly consentRevoked?: boolean;
 }
 
 /** Steps 1–5 of SPEC §6 for one decrypted tool call; pure. */
@@ -126,12 +129,10 @@ export function decide(call: JsonObject, context: DecideContext): Decision {
   const tool = typeof name === "string" ? context.manifest.tools.get(name) : undefined;
   if (tool === undefined) return { outcome: "denied", reason: "tool_not_declared" };
   if (context.revoked) return { outcome: "denied", reason: "permission_revoked" };
+  if (context.consentRevoked || context.unbacked?.has(tool.scope)) return { outcome: "denied", reason: "consent_unverified" };
   if (context.pending?.has(tool.scope)) return { outcome: "denied", reason: "reauth_required" };
   if (!context.granted.has(tool.scope) || call["permission_scope"] !== tool.scope) {
     return { outcome: "denied", reason: "scope_not_granted" };
-  }
-  if (context.consented !== undefined && !context.consented.has(tool.scope)) {
-    return { outcome: "denied", reason: "consent_unverified" };
   }
   if (tool.input === null) return { outcome: "error", reason: "TOOL_PLATFORM_ERROR", details: [], tool };
   const args = call["arguments"];
