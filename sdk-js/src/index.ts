@@ -44,3 +44,14 @@ export {
 export {
   listen, reconnectDelay, socketUrl, useWebSocket, type ListenOptions, type WebSocketConstructor,
 } from "./events.js";
+export { AGENT, KeyPins, ManifestVerifier, publicIdentity, USER, type VerifiedManifest } from "./trust.js";
+export {
+  agentKeysById, chainedRoot, KeyDirectory, listedRoot, relationKeysFrom, userKeys, type DeviceKey, type RelationKeys,
+} from "./keys.js";
+export {
+  acknowledgementOf, changedScopes, ConsentMemory, RelationViews, viewNames, type Believed, type RelationView,
+} from "./views.js";
+export {
+  callRefusal, Device, withDeadline, type CallContext, type DeviceOptions, type PromptAnswer, type PromptRequest, type ToolHandler,
+} from "./device.js";
+export { Agent, toolAnswerFrom, type AgentOptions, type ToolAnswer } from "./agent.js";
