@@ -7,7 +7,6 @@ import { signConsent } from "./consentStatements.js";
 import { KeyPair } from "./crypto.js";
 import { ConsentUnverified } from "./errors.js";
 import { generatePrivateJwk, ed25519PublicJwk, type PrivateJwk } from "./jose.js";
-import { memoryStore } from "./store.js";
 import { ALL_SCOPES, AGENT_ID, manifest, RELATION_ID, USER, widenedPath } from "./testing/fakeServer.js";
 import { addAgentKey, addDevice, relationSays, serveManifest, settleRelation } from "./testing/lying.js";
 import { Scene, statuses, T0_MS } from "./testing/scene.js";
@@ -187,9 +186,10 @@ test("the agent refuses locally a tool the newest verified statement does not gi
   assert.equal(scene.server.messages.length, sent);
 });
 
-test("the agent's store keeps nothing of the reply key once the call ends", async () => {
+test("the pending call, and with it the reply key's private half, is dropped once the call ends", async () => {
   const scene = await Scene.create();
   await scene.call("notify", { title: "x" });
   assert.equal(scene.agent.pendingCalls, 0);
-  assert.ok((await memoryStore().keys("")).length === 0);
+  assert.equal(await scene.call("locate", {}, { deliverAfterMs: 400 }), null); // timed out
+  assert.equal(scene.agent.pendingCalls, 0);
 });
