@@ -1,0 +1,541 @@
+/**
+ * A user's device: answers the agent's tool calls under SPEC §9.4, §9.3 and §6
+ * (sdk/hashee_sdk/client.py's UserClient, named `Device` as SPEC §12.3 asks).
+ *
+ * For each `message.new` carrying an `artifact_tool_call`, in the order of docs/wire-spec.md §4:
+ * 1. the envelope: this device's own copy (none: not for it, ignored), signed by a *trusted*
+ *    agent key for this relation and direction;
+ * 2. freshness: `expires_at` passed, or further ahead than `timeout_ms` + 60 s → dropped;
+ * 3. the persistent replay record of `(relation_id, call_id)` → dropped;
+ * 4. the manifest: its hash and, for an identified agent, its signature by the pinned identity
+ *    (and every earlier version relied on), and the call names it → else `manifest_unverified`;
+ * 5. SPEC §9.6: the newest verified consent statement → else `consent_unverified`;
+ * 6. SPEC §6: group → declared → revoked → pending (`reauth_required`, that tool only) →
+ *    granted → both schemas → sensitivity floors → prompt (30 s) → handler within
+ *    `timeout_ms` → `output_schema` → a `tool_response` sealed to the call's reply key → audit.
+ * Steps 1–3 answer nothing but are audited (status `refused`).
+ */
+import { AuditLog } from "./audit.js";
+import { canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
+import { signConsent, type SignedConsent } from "./consentStatements.js";
+import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
+import type { KeyPair } from "./crypto.js";
+import { b64decode } from "./encoding.js";
+import { openCopy, Recipient, seal, type OpenedCopy } from "./envelope.js";
+import {
+  AgentChanged, ApiError, EnvelopeError, IdentityChanged, ManifestUnverified, PlatformRefused, UnknownSender, WrongRecipient,
+  type DenialReason,
+} from "./errors.js";
+import { listen, type WebSocketConstructor } from "./events.js";
+import { KeyDirectory, agentKeysById } from "./keys.js";
+import { LocalState } from "./localState.js";
+import { HIGH_PROMPT_TIMEOUT_MS, SensitivityPolicy, type PolicySubject } from "./policy.js";
+import { callApi, FetchTransport, sendMessage, type CredentialInput, type EventFrame, type Transport } from "./rest.js";
+import type { Store } from "./store.js";
+import { AGENT, KeyPins, publicIdentity, type VerifiedManifest } from "./trust.js";
+import { RelationViews, viewNames, type RelationView } from "./views.js";
+import { AGENT_TO_USER, checkedX25519, isDeviceId, publicKeyBytes, USER_TO_AGENT } from "./wire.js";
+
+export const EXPIRY_SLACK_MS = 60_000;
+export const MAX_FUTURE_SKEW_MS = 300_000;
+export const MAX_TIMEOUT_MS = 300_000;
+export const MAX_RESPONSE_BYTES = 190_000;
+export const MAX_WAITING_PROMPTS = 5;
+const CURSOR = "user-events";
+const REFUSED = "refused";
+
+export interface PromptRequest {
+  readonly relationId: string;
+  readonly agentId: string;
+  readonly agentName: string;
+  readonly callId: string;
+  readonly toolName: string;
+  readonly toolDescription: string;
+  readonly scope: string;
+  readonly sensitivity: string;
+  readonly arguments: JsonObject;
+  readonly manifestVersion: number | null;
+  /** null: the agent has no identity key; the prompt says its publisher is unverified. */
+  readonly safetyNumber: string | null;
+  /** Granted since this device last looked: confirmed here once, whatever its level. */
+  readonly newlyGranted: boolean;
+}
+
+export type PromptAnswer = "allow" | "deny" | boolean;
+export interface CallContext {
+  readonly relationId: string;
+  readonly agentId: string;
+  readonly callId: string;
+  /** Aborted when `timeout_ms` passes: the answer is then `error: TOOL_PLATFORM_ERROR`. */
+  readonly signal: AbortSignal;
+}
+export type ToolHandler = (args: JsonObject, call: CallContext) => Json | Promise<Json>;
+
+export interface DeviceOptions {
+  readonly url: string;
+  readonly credential: CredentialInput;
+  readonly deviceId: string;
+  readonly store: Store;
+  readonly tools?: Readonly<Record<string, ToolHandler>>;
+  readonly prompt: (request: PromptRequest) => PromptAnswer | Promise<PromptAnswer>;
+  readonly transport?: Transport;
+  readonly clock?: () => number;
+  readonly isGroup?: (relationId: string) => boolean;
+  readonly promptTimeoutMs?: number;
+  readonly webSocket?: WebSocketConstructor | null;
+}
+
+/** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is. */
+export function callRefusal(call: JsonObject, signedAtMs: number, nowMs: number): "call_malformed" | "call_expired" | null {
+  if (!wellFormed(call)) return "call_malformed";
+  const expiresAt = call["expires_at"] as number;
+  if (nowMs > expiresAt || signedAtMs > nowMs + MAX_FUTURE_SKEW_MS) return "call_expired";
+  if (expiresAt > signedAtMs + (call["timeout_ms"] as number) + EXPIRY_SLACK_MS) return "call_expired";
+  return null;
+}
+
+function wellFormed(call: JsonObject): boolean {
+  const { call_id: callId, timeout_ms: timeoutMs } = call;
+  if (call["subtype"] !== "tool_call" || typeof callId !== "string" || callId.length === 0 || callId.length > 128) return false;
+  if (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) <= 0 || (timeoutMs as number) > MAX_TIMEOUT_MS) return false;
+  if (!Number.isSafeInteger(call["expires_at"]) || !Number.isSafeInteger(call["manifest_version"])) return false;
+  if (typeof call["manifest_hash"] !== "string" || !isJsonObject(call["arguments"])) return false;
+  try {
+    checkedX25519(publicKeyBytes(call["reply_key"]));
+  } catch {
+    return false;
+  }
+  return true;
+}
+
+const DENY_UNVERIFIED: Decision = { outcome: "denied", reason: "manifest_unverified" };
+
+/** One device of one user (SPEC §12.3). */
+export class Device {
+  readonly deviceId: string;
+  readonly transport: Transport;
+  readonly state: LocalState;
+  readonly audit: AuditLog;
+  readonly policy = new SensitivityPolicy();
+  readonly sessionId = Array.from(crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
+  keys!: KeyPair;
+  keydir!: KeyDirectory;
+  views!: RelationViews;
+  private readonly options: DeviceOptions;
+  private readonly clock: () => number;
+  private readonly cachedViews = new Map<string, RelationView>();
+  private generation = 0;
+  private readonly delivered = new Set<string>();
+  private readonly waiting = new Map<string, number>();
+  private promptQueue: Promise<unknown> = Promise.resolve();
+  private ready: Promise<void> | null = null;
+  private controller: AbortController | null = null;
+  private listening: Promise<void> | null = null;
+  private readonly reported = new Set<string>();
+
+  constructor(options: DeviceOptions) {
+    if (!isDeviceId(options.deviceId)) throw new Error("deviceId must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
+    this.options = options;
+    this.deviceId = options.deviceId;
+    this.transport = options.transport ?? new FetchTransport(options.url, options.credential);
+    this.state = new LocalState(options.store);
+    this.audit = new AuditLog(options.store);
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /** Load (or make) this device's keys from the store. */
+  init(): Promise<void> {
+    this.ready ??= (async () => {
+      this.keys = await this.state.keyPair();
+      this.keydir = new KeyDirectory(this.transport, new KeyPins(this.state), AGENT, this.keys.public, this.clock);
+      this.views = new RelationViews(this.keydir, this.clock);
+    })();
+    return this.ready;
+  }
+
+  /** Publish this device's keys (once per key pair), then listen and answer until {@link stop}. */
+  async start(): Promise<void> {
+    await this.init();
+    await this.publishKeys();
+    this.controller = new AbortController();
+    const credential = this.transport instanceof FetchTransport ? this.transport.credential : null;
+    if (credential === null) return; // a caller-made transport: frames come through handleFrame()
+    this.listening = listen({
+      baseUrl: this.options.url, path: "/ws/events", credential, transport: this.transport, signal: this.controller.signal,
+      since: await this.state.cursor(CURSOR), onCursor: (last) => this.state.setCursor(CURSOR, last),
+      onFrame: (frame) => this.dispatch(frame), ...(this.options.webSocket !== undefined ? { webSocket: this.options.webSocket } : {}),
+    }).catch((error: unknown) => console.warn(`hashee device: listening ended: ${(error as Error).name}`));
+  }
+
+  async stop(): Promise<void> {
+    this.controller?.abort();
+    await this.listening;
+    this.listening = null;
+  }
+
+  async publishKeys(): Promise<void> {
+    const published = await this.state.store.get("published/device");
+    if (published === this.keys.keyId) return;
+    await this.keydir.registerDevice(this.deviceId, this.keys.public);
+    await this.state.store.set("published/device", this.keys.keyId);
+  }
+
+  private async dispatch(frame: EventFrame): Promise<void> {
+    const work = this.safely(frame);
+    if (frame.type !== "message.new") await work; // a tool call runs beside the next frames
+  }
+
+  private async safely(frame: EventFrame): Promise<void> {
+    try {
+      await this.handleFrame(frame);
+    } catch (error) {
+      console.warn(`hashee device: event ${frame.id} not handled: ${(error as Error).name}`);
+    }
+  }
+
+  // --- events ---------------------------------------------------------------------
+
+  /** Act on one event frame; returns the tool_response sent, if any. */
+  async handleFrame(frame: EventFrame): Promise<JsonObject | null> {
+    await this.init();
+    const data = frame.data ?? {};
+    switch (frame.type) {
+      case "message.new":
+        return this.handleMessage(String(data.relation_id), data.message ?? {});
+      case "h2a.relation_created": case "h2a.relation_updated": case "h2a.relation_revoked": {
+        const relation = data.relation ?? {};
+        await this.observeRelation(frame.type, relation);
+        this.invalidate(String(relation.relation_id));
+        if (frame.type !== "h2a.relation_created") this.policy.forget(String(relation.agent_id));
+        break;
+      }
+      case "h2a.reauth_required": case "agent.manifest_updated":
+        this.invalidate(...[...this.cachedViews].filter(([, v]) => v.agentId === String(data.agent_id)).map(([k]) => k));
+        if (frame.type === "h2a.reauth_required") this.policy.forget(String(data.agent_id));
+        break;
+      case "keys.device_revoked": case "keys.device_approved": case "keys.device_published": case "keys.device_reset":
+      case "keys.agent_key_published": case "keys.agent_key_revoked": case "agent.identity_changed":
+        this.keydir.forget();
+        this.invalidate(...this.cachedViews.keys());
+        break;
+      case "resync_required":
+        this.invalidate(...this.cachedViews.keys());
+        this.keydir.forget();
+        break;
+    }
+    return null;
+  }
+
+  /** A revocation is remembered; a statement the event carries is verified and kept if newest. */
+  private async observeRelation(kind: string, relation: any): Promise<void> {
+    const relationId = String(relation.relation_id);
+    if (kind === "h2a.relation_revoked") await this.state.tombstoneRelation(relationId);
+    if (relation.consent_statement === null || relation.consent_statement === undefined) return;
+    try {
+      const believed = await this.views.believe(relationId, String(relation.agent_id), relation);
+      if (believed.problem) await this.reportConsent(relationId, String(relation.agent_id), believed.problem);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+    }
+  }
+
+  private invalidate(...relationIds: string[]): void {
+    this.generation++;
+    for (const id of relationIds) this.cachedViews.delete(id);
+  }
+
+  /** The verified view of a relation, cached; a fetch overtaken by an invalidating event is used but not cached. */
+  async relation(relationId: string, refresh = false): Promise<RelationView> {
+    await this.init();
+    let view = this.cachedViews.get(relationId);
+    if (view === undefined || refresh) {
+      const generation = this.generation;
+      view = await this.views.fetch(this.transport, relationId);
+      if (view.consentProblem) await this.reportConsent(relationId, view.agentId, view.consentProblem);
+      if (generation === this.generation) this.cachedViews.set(relationId, view);
+    }
+    return view;
+  }
+
+  private async reportConsent(relationId: string, agentId: string, problem: string): Promise<void> {
+    if (this.reported.has(`${relationId} ${problem}`)) return;
+    this.reported.add(`${relationId} ${problem}`);
+    await this.audit.record({ call_id: `consent:${relationId}`.slice(0, 160), agent_id: agentId, tool_name: "", scope: "",
+      arguments: null, status: REFUSED, reason: "consent_unverified", nowMs: this.clock() });
+  }
+
+  // --- one tool call ----------------------------------------------------------------
+
+  /** Verify, answer and reply to one tool-call message; null if it is dropped. */
+  async handleMessage(relationId: string, message: any): Promise<JsonObject | null> {
+    await this.init();
+    if (message?.msg_subtype !== "artifact_tool_call" || message?.sender !== "agent") return null;
+    const messageId = String(message.message_id ?? "");
+    if (messageId && this.delivered.has(messageId)) return null; // delivered twice (socket and poll)
+    if (messageId) this.delivered.add(messageId);
+    const opened = await this.open(relationId, message); // 1. the envelope
+    if (opened === null) return null;
+    const call = opened.artifact;
+    const nowMs = this.clock();
+    const refusal = callRefusal(call, opened.signedAtMs, nowMs) // 2. expiry
+      ?? ((await this.state.rememberCall({ relationId, callId: String(call["call_id"]), messageId, // 3. replay record
+        expiresAtMs: call["expires_at"] as number, nowMs })) === null ? null : "call_replayed");
+    if (refusal !== null) {
+      await this.refuse(relationId, message, refusal, call);
+      return null;
+    }
+    let view = await this.relation(relationId);
+    if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since
+    const response = await this.answer(view, call, call["expires_at"] as number);
+    await this.reply(relationId, call, response);
+    return response;
+  }
+
+  private async open(relationId: string, message: any): Promise<OpenedCopy | null> {
+    let agentId = "";
+    let reason: string;
+    try {
+      for (const refresh of [false, true]) {
+        const keys = await this.keydir.relation(relationId, refresh);
+        agentId = keys.agentId;
+        try {
+          return openCopy(message.payload, { recipientKeyId: this.keys.keyId, recipientX25519: this.keys.boxKey,
+            senders: agentKeysById(keys), relationId, direction: AGENT_TO_USER });
+        } catch (error) {
+          if (!(error instanceof UnknownSender) || refresh) throw error;
+        }
+      }
+      return null;
+    } catch (error) {
+      if (error instanceof WrongRecipient) return null; // for another device
+      if (error instanceof AgentChanged) reason = "agent_changed";
+      else if (error instanceof IdentityChanged) reason = "identity_changed";
+      else if (error instanceof UnknownSender) reason = "untrusted_sender";
+      else if (error instanceof EnvelopeError || error instanceof ManifestUnverified) reason = "envelope_invalid";
+      else throw error;
+    }
+    await this.refuse(relationId, message, reason, null, agentId);
+    return null;
+  }
+
+  private async refuse(relationId: string, message: any, reason: string, call: JsonObject | null, agentId = ""): Promise<void> {
+    const callId = typeof call?.["call_id"] === "string" ? call["call_id"] : `message:${message?.message_id ?? ""}`;
+    console.warn(`hashee device: tool call in relation ${relationId} refused before any prompt: ${reason}`);
+    await this.audit.record({ call_id: callId.slice(0, 160), agent_id: this.cachedViews.get(relationId)?.agentId ?? agentId,
+      tool_name: String(call?.["tool_name"] ?? "").slice(0, 64), scope: "", arguments: call?.["arguments"] ?? null,
+      status: REFUSED, reason, nowMs: this.clock() });
+  }
+
+  private async reply(relationId: string, call: JsonObject, response: JsonObject): Promise<void> {
+    const sealed = seal(response, { sender: this.keys, recipients: [Recipient.reply(b64decode(call["reply_key"]))], relationId,
+      direction: USER_TO_AGENT, nowMs: this.clock() });
+    try {
+      await sendMessage(this.transport, relationId, "artifact_response", sealed as unknown as JsonObject);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      console.warn(`hashee device: tool_response not delivered: ${error.code}`);
+    }
+  }
+
+  /** Steps 4–7 for a verified call: the tool_response to send (audited). */
+  async answer(view: RelationView, call: JsonObject, deadlineMs: number | null = null): Promise<JsonObject> {
+    const subject: PolicySubject = { deviceId: this.deviceId, sessionId: this.sessionId, agentId: view.agentId };
+    const decision = viewNames(view, call) ? this.decide(view, call, subject) : DENY_UNVERIFIED;
+    const response = await this.respond(view, call, decision, subject, deadlineMs);
+    const tool = typeof call["tool_name"] === "string" ? view.manifest.tools.get(call["tool_name"]) : undefined;
+    const claimed = typeof call["permission_scope"] === "string" ? call["permission_scope"] : "";
+    await this.audit.record({ call_id: String(call["call_id"]), agent_id: view.agentId, tool_name: String(call["tool_name"]).slice(0, 64),
+      scope: (tool?.scope ?? claimed).slice(0, 64), arguments: call["arguments"], status: String(response["status"]),
+      reason: typeof response["reason"] === "string" ? response["reason"] : null, nowMs: this.clock() });
+    return response;
+  }
+
+  private decide(view: RelationView, call: JsonObject, subject: PolicySubject): Decision {
+    return decide(call, { manifest: view.manifest, granted: view.granted, inGroup: this.options.isGroup?.(view.relationId) ?? false,
+      policy: this.policy, subject, nowMs: this.clock(), revoked: view.revoked, pending: view.pending, unconfirmed: view.unconfirmed,
+      unbacked: view.unbacked, consentRevoked: view.consentRevoked });
+  }
+
+  private async respond(view: RelationView, call: JsonObject, decision: Decision, subject: PolicySubject,
+    deadlineMs: number | null): Promise<JsonObject> {
+    const callId = String(call["call_id"]);
+    if (decision.outcome === "prompt") {
+      const verdict = await this.consent(view, call, decision.tool, subject, deadlineMs);
+      if (verdict !== "approved") return responseDenied(callId, verdict);
+      if (view.unconfirmed.has(decision.tool.scope)) { // confirmed on this device: asked once
+        await this.state.confirmGrants(view.relationId, [decision.tool.scope]);
+        this.invalidate(view.relationId);
+      }
+      decision = await this.afterPrompt(view, call, subject, decision.tool);
+    }
+    if (decision.outcome === "denied") return responseDenied(callId, decision.reason);
+    if (decision.outcome === "error") return responseError(callId, decision.reason, decision.details);
+    this.policy.recordUse(subject, decision.tool.scope, decision.tool.sensitivity, this.clock());
+    return this.execute(view, callId, decision.tool, call["arguments"] as JsonObject);
+  }
+
+  /** The chain again if the relation changed while the user was asked. */
+  private async afterPrompt(view: RelationView, call: JsonObject, subject: PolicySubject, tool: CompiledTool): Promise<Decision> {
+    const fresh = await this.relation(view.relationId);
+    if (fresh === view) return { outcome: "run", tool };
+    if (!viewNames(fresh, call)) return DENY_UNVERIFIED;
+    const decision = this.decide(fresh, call, subject);
+    return decision.outcome === "prompt" ? { outcome: "run", tool: decision.tool } : decision;
+  }
+
+  private async consent(view: RelationView, call: JsonObject, tool: CompiledTool, subject: PolicySubject,
+    deadlineMs: number | null): Promise<"approved" | DenialReason> {
+    const waiting = this.waiting.get(view.agentId) ?? 0;
+    if (waiting >= MAX_WAITING_PROMPTS) return "user_timeout"; // an agent flooding the user
+    this.waiting.set(view.agentId, waiting + 1);
+    const turn = this.promptQueue.then(async (): Promise<"approved" | DenialReason> => { // one prompt at a time
+      const newlyGranted = view.unconfirmed.has(tool.scope);
+      if (!newlyGranted && this.policy.isSilent(subject, tool.scope, tool.sensitivity, this.clock())) return "approved";
+      const request: PromptRequest = { relationId: view.relationId, agentId: view.agentId, agentName: view.agentName,
+        callId: String(call["call_id"]), toolName: tool.name, toolDescription: tool.description, scope: tool.scope,
+        sensitivity: tool.sensitivity, arguments: call["arguments"] as JsonObject, manifestVersion: view.manifestVersion,
+        safetyNumber: view.safetyNumber, newlyGranted };
+      const limit = Math.min(this.options.promptTimeoutMs ?? HIGH_PROMPT_TIMEOUT_MS, deadlineMs === null ? Infinity : deadlineMs - this.clock());
+      return this.ask(request, limit);
+    });
+    this.promptQueue = turn.catch(() => undefined);
+    try {
+      return await turn;
+    } finally {
+      this.waiting.set(view.agentId, (this.waiting.get(view.agentId) ?? 1) - 1);
+    }
+  }
+
+  private async ask(request: PromptRequest, limitMs: number): Promise<"approved" | DenialReason> {
+    if (limitMs <= 0) return "user_timeout";
+    try {
+      const answer = await withDeadline(Promise.resolve(this.options.prompt(request)), limitMs);
+      return answer === true || answer === "allow" ? "approved" : "user_refused";
+    } catch (error) {
+      return error instanceof DeadlinePassed ? "user_timeout" : "user_refused"; // a broken prompt never approves
+    }
+  }
+
+  private async execute(view: RelationView, callId: string, tool: CompiledTool, args: JsonObject): Promise<JsonObject> {
+    const handler = this.options.tools?.[tool.name];
+    if (handler === undefined) return responseError(callId, "TOOL_UNAVAILABLE");
+    const controller = new AbortController();
+    let result: Json;
+    try {
+      result = await withDeadline(Promise.resolve(handler(args, { relationId: view.relationId, agentId: view.agentId, callId,
+        signal: controller.signal })), tool.timeoutMs, () => controller.abort());
+      if (canonicalize(responseOk(callId, result)).length > MAX_RESPONSE_BYTES) return responseError(callId, "TOOL_PLATFORM_ERROR");
+    } catch (error) {
+      if (error instanceof PlatformRefused) return responseDenied(callId, "user_refused"); // SPEC §12.1
+      return responseError(callId, "TOOL_PLATFORM_ERROR"); // a failure, an overrun, or a result that is not JSON
+    }
+    if (tool.output !== null && !tool.output.isValid(result)) return responseError(callId, "TOOL_PLATFORM_ERROR");
+    return responseOk(callId, result);
+  }
+
+  // --- consent signed on this device (SPEC §9.6) ------------------------------------
+
+  /** Connect to an agent with a consent statement signed here for its current verified manifest. */
+  async grant(agentId: string, scopes: Iterable<string>, options: { userId?: string } = {}): Promise<any> {
+    await this.init();
+    const granted = [...new Set(scopes)].sort();
+    const agent = await callApi(this.transport, "GET", `/agents/${agentId}`);
+    const served = await this.keydir.servedIdentity(agentId);
+    const current = this.views.current(agentId, agent, publicIdentity(served));
+    const userId = options.userId ?? (await this.userId());
+    const signed = await this.sign(agentId, userId, granted, current);
+    const relation = await callApi(this.transport, "POST", "/h2a/relations", { json: { agent_id: agentId, granted_scopes: granted,
+      consent_statement: signed } });
+    const relationId = String(relation.relation_id);
+    await this.keydir.pins.identity(relationId, agentId, served); // what the user consented under
+    await this.signed(relationId, signed);
+    return relation;
+  }
+
+  /** Change the grants, or consent again to the current verified manifest, signed here. */
+  async reconsent(relationId: string, scopes: Iterable<string>): Promise<any> {
+    await this.init();
+    const granted = [...new Set(scopes)].sort();
+    const [relation, current] = await this.verifiedCurrent(relationId);
+    const signed = await this.sign(String(relation.agent_id), String(relation.user), granted, current);
+    const updated = await callApi(this.transport, "PATCH", `/h2a/relations/${relationId}`, { json: { granted_scopes: granted,
+      acknowledged_manifest_version: current.version, acknowledged_manifest_hash: current.hash, consent_statement: signed } });
+    await this.signed(relationId, signed);
+    return updated;
+  }
+
+  /** Revoke with a signed revocation: revoked for this device at once, whatever the server says later. */
+  async revoke(relationId: string): Promise<any> {
+    await this.init();
+    await this.state.tombstoneRelation(relationId);
+    this.invalidate(relationId);
+    const [relation, current] = await this.verifiedCurrent(relationId);
+    const signed = await this.sign(String(relation.agent_id), String(relation.user), [], current, true);
+    const revoked = await callApi(this.transport, "DELETE", `/h2a/relations/${relationId}`, { json: { consent_statement: signed } });
+    await this.signed(relationId, signed);
+    return revoked;
+  }
+
+  /** Trust the agent's new identity — the one whose safety number (or kid) the user compared. */
+  async acceptIdentity(relationId: string, compared: { safetyNumber?: string; kid?: string }): Promise<string> {
+    await this.init();
+    const number = await this.views.acceptIdentity(this.transport, relationId, compared);
+    this.invalidate(relationId);
+    return number;
+  }
+
+  async pendingSafetyNumber(relationId: string): Promise<string | null> {
+    await this.init();
+    return this.views.pendingSafetyNumber(this.transport, relationId);
+  }
+
+  private async verifiedCurrent(relationId: string): Promise<[any, VerifiedManifest]> {
+    const relation = await callApi(this.transport, "GET", `/h2a/relations/${relationId}`);
+    const agentId = String(relation.agent_id);
+    const agent = await callApi(this.transport, "GET", `/agents/${agentId}`);
+    return [relation, this.views.current(agentId, agent, await this.keydir.identity(relationId, agentId))];
+  }
+
+  private async userId(): Promise<string> {
+    const page = await callApi(this.transport, "GET", "/h2a/relations");
+    const users = new Set((page?.results ?? []).map((r: any) => r?.user));
+    const [only] = users;
+    if (users.size !== 1 || typeof only !== "string") throw new Error("the user's id is not known from their relations: pass userId");
+    return only;
+  }
+
+  private async sign(agentId: string, userId: string, granted: string[], current: { version: number; hash: string },
+    revoked = false): Promise<SignedConsent> {
+    const nowMs = this.clock();
+    return signConsent(this.keys, { agentId, userId, grantedScopes: granted, acknowledgedManifestVersion: current.version,
+      acknowledgedManifestHash: current.hash, seq: await this.views.consents.nextSeq(agentId, userId, nowMs), ts: nowMs, revoked });
+  }
+
+  /** The server accepted a statement signed here: it is the newest verified one. */
+  private async signed(relationId: string, signed: SignedConsent): Promise<void> {
+    await this.views.consents.remember(relationId, signed as unknown as { statement: JsonObject; signature: string });
+    if (signed.statement.revoked) await this.state.tombstoneRelation(relationId);
+    else await this.state.confirmGrants(relationId, signed.statement.granted_scopes);
+    this.invalidate(relationId);
+    this.policy.forget(signed.statement.agent_id);
+  }
+}
+
+class DeadlinePassed extends Error {}
+
+/** `work`'s value, or DeadlinePassed after `ms` (then `onTimeout` runs). */
+export function withDeadline<T>(work: Promise<T>, ms: number, onTimeout?: () => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      onTimeout?.();
+      reject(new DeadlinePassed());
+    }, Math.max(0, Math.min(ms, 2 ** 31 - 1)));
+    work.then((value) => {
+      clearTimeout(timer);
+      resolve(value);
+    }, (error: unknown) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+  });
+}

@@ -1,0 +1,195 @@
+// The lying server (SPEC §9's threat model) against the TypeScript Device and Agent: each
+// attack tests/sdk_trust/ plays against the Python SDK, refused with the same stable reason.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { canonicalHash } from "./canonical.js";
+import { signConsent } from "./consentStatements.js";
+import { KeyPair } from "./crypto.js";
+import { ConsentUnverified } from "./errors.js";
+import { generatePrivateJwk, ed25519PublicJwk, type PrivateJwk } from "./jose.js";
+import { ALL_SCOPES, AGENT_ID, manifest, RELATION_ID, USER, widenedPath } from "./testing/fakeServer.js";
+import { addAgentKey, addDevice, relationSays, serveManifest, settleRelation } from "./testing/lying.js";
+import { Scene, statuses, T0_MS } from "./testing/scene.js";
+
+const toolCall = (scene: Scene, name: string, callId: string, args: object = { title: "forged" }): any => ({
+  subtype: "tool_call", call_id: callId, tool_name: name, arguments: args, permission_scope: name === "notify" ? "notification:send" : "location:read",
+  timeout_ms: 100, manifest_version: 1, manifest_hash: canonicalHash(manifest()),
+  reply_key: Buffer.from(KeyPair.generate().public.x25519).toString("base64"), expires_at: scene.nowMs + 30_000,
+});
+
+test("a call through an honest server runs, and a low scope runs unprompted", async () => {
+  const scene = await Scene.create();
+  assert.deepEqual(statuses(await scene.call("notify", { title: "hello" })), [["ok", null]]);
+  assert.deepEqual(scene.ran, [["notify", { title: "hello" }]]);
+  assert.deepEqual(scene.asked, []);
+});
+
+test("an agent key the server injects is never trusted: untrusted_sender, nothing runs", async () => {
+  const scene = await Scene.create();
+  await scene.call("notify", { title: "hello" }); // the agent's keys are pinned
+  const mallory = KeyPair.generate();
+  scene.userSide.lie("/keys", addAgentKey({ ...mallory.public.asApi(), key_id: mallory.keyId }));
+  assert.equal(await scene.device.handleFrame(scene.forgeCall(toolCall(scene, "notify", "forged"), mallory)), null);
+  assert.equal(await scene.device.handleFrame(scene.forgeCall(toolCall(scene, "locate", "forged-2"), mallory)), null);
+  assert.deepEqual(scene.ran, [["notify", { title: "hello" }]]);
+  assert.deepEqual(await scene.refusals(), ["untrusted_sender", "untrusted_sender"]);
+});
+
+test("a device the server injects is never sealed to (a second root, or one approved by nobody trusted)", async () => {
+  const scene = await Scene.create();
+  await scene.call("notify", { title: "a" }); // the agent pins bob's root
+  const evil = KeyPair.generate();
+  scene.agentSide.lie("/keys", addDevice({ device_id: "evil", ...evil.public.asApi(), key_id: evil.keyId, approved_by_key_id: null, approval: null }));
+  scene.agent.keydir.forget();
+  assert.deepEqual(statuses(await scene.call("notify", { title: "b" })), [["ok", null]]);
+  const copies = scene.server.messages.at(-2).payload.copies.map((c: any) => c.recipient_key_id);
+  assert.deepEqual(copies, [scene.device.keys.keyId]);
+});
+
+test("a relation the server settles to hide a re-consent is still reauth_required for that tool only", async () => {
+  const scene = await Scene.create();
+  scene.server.publish(widenedPath(), ["filesystem:read"]);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, settleRelation);
+  const widened = scene.runtime(widenedPath());
+  const result = await scene.call("read_file", { path: ["/etc/passwd"] } as any, { agent: widened });
+  const other = await scene.call("notify", { title: "still works" }, { agent: widened });
+  assert.deepEqual(statuses(result, other), [["denied", "reauth_required"], ["ok", null]]);
+  assert.deepEqual(scene.ran, [["notify", { title: "still works" }]]);
+});
+
+test("a manifest rewritten with a recomputed hash is manifest_unverified", async () => {
+  const scene = await Scene.create();
+  scene.userSide.lie(`/agents/${AGENT_ID}`, serveManifest((m) => {
+    m.permission_scopes[2].sensitivity = "low"; // locate, unprompted
+  }));
+  assert.deepEqual(statuses(await scene.call("locate", {})), [["denied", "manifest_unverified"]]);
+  assert.deepEqual(scene.ran, []);
+  assert.deepEqual(scene.asked, []);
+  assert.deepEqual(await scene.refusals(), ["manifest_unverified"]);
+});
+
+test("a version served again with another content is manifest_unverified", async () => {
+  const scene = await Scene.create();
+  await scene.call("notify", { title: "v1 seen" });
+  scene.server.publish(widenedPath(), ["filesystem:read"]);
+  scene.userSide.lie("/manifest/versions/1", (body) => ({ ...body, manifest: widenedPath(), hash: canonicalHash(widenedPath()) }));
+  await scene.device.handleFrame(scene.server.relationFrame("h2a.relation_updated"));
+  const result = await scene.call("notify", { title: "v2" }, { agent: scene.runtime(widenedPath()) });
+  assert.deepEqual(statuses(result), [["denied", "manifest_unverified"]]);
+});
+
+test("a call replayed after a restart runs once: call_replayed", async () => {
+  const scene = await Scene.create();
+  assert.deepEqual(statuses(await scene.call("notify", { title: "once" })), [["ok", null]]);
+  const restarted = scene.startDevice(); // the same store: the replay record persists
+  assert.equal(await restarted.handleFrame(scene.server.frame(0)), null);
+  assert.deepEqual(scene.ran, [["notify", { title: "once" }]]);
+  assert.deepEqual(await scene.refusals(restarted), ["call_replayed"]);
+});
+
+test("a call the server delays past its expiry is never prompted: call_expired", async () => {
+  const scene = await Scene.create();
+  assert.equal(await scene.call("locate", {}, { deliverAfterMs: 400 }), null);
+  assert.deepEqual(scene.asked, []);
+  assert.deepEqual(scene.ran, []);
+  assert.deepEqual(await scene.refusals(), ["call_expired"]);
+});
+
+test("a swapped identity is refused without a prompt: identity_changed", async () => {
+  const identity = generatePrivateJwk();
+  const scene = await Scene.create((s) => s.server.giveIdentity(identity));
+  scene.server.publishAgent(scene.agent.keys); // vouched for by the identity (the earlier listing too)
+  scene.server.agentKeys.splice(0, 1);
+  assert.deepEqual(statuses(await scene.call("notify", { title: "hi" })), [["ok", null]]); // the identity is pinned
+  const mallory: PrivateJwk = generatePrivateJwk();
+  scene.userSide.lie(`/agents/${AGENT_ID}/identity`, (body) => ({ ...body, jwk: ed25519PublicJwk({ kty: "OKP", crv: "Ed25519", x: mallory.x }) }));
+  scene.device.keydir.forget();
+  await scene.device.handleFrame(scene.server.relationFrame("h2a.relation_updated"));
+  assert.equal(await scene.call("locate", {}), null); // nothing is answered to an agent that is not believed
+  assert.deepEqual(scene.ran, [["notify", { title: "hi" }]]);
+  assert.deepEqual(scene.asked, []);
+  assert.deepEqual(await scene.refusals(), ["identity_changed"]);
+});
+
+test("an acknowledged version 0 never lets a widened read_file run: manifest_unverified", async () => {
+  const scene = await Scene.create();
+  await scene.call("read_file", { path: "notes.txt" }); // an open medium window
+  scene.server.publish(widenedPath(), ["filesystem:read"]);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, settleRelation);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ acknowledged_manifest_version: 0 }));
+  await scene.device.handleFrame(scene.server.relationFrame("agent.manifest_updated"));
+  (scene.device as any).cachedViews.clear();
+  const result = await scene.call("read_file", { path: ["/etc/passwd"] } as any, { agent: scene.runtime(widenedPath()) });
+  assert.deepEqual(statuses(result), [["denied", "manifest_unverified"]]);
+  assert.deepEqual(scene.ran, [["read_file", { path: "notes.txt" }]]);
+});
+
+test("a relation seen revoked stays revoked when the server says it is live again: consent_unverified", async () => {
+  const scene = await Scene.create();
+  scene.server.status = "revoked";
+  assert.deepEqual(statuses(await scene.call("notify", { title: "a" })), [["denied", "permission_revoked"]]);
+  scene.server.status = "active";
+  scene.device = scene.startDevice(); // restarted meanwhile
+  assert.deepEqual(statuses(await scene.call("notify", { title: "b" })), [["denied", "consent_unverified"]]);
+  assert.deepEqual(scene.ran, []);
+});
+
+test("a relation bob revoked with a signature never runs again", async () => {
+  const scene = await Scene.create();
+  const revoked = await scene.device.revoke(RELATION_ID);
+  assert.equal(revoked.consent_statement.statement.revoked, true);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ status: "active", consent_statement: null }));
+  assert.deepEqual(statuses(await scene.call("notify", { title: "after" })), [["denied", "consent_unverified"]]);
+  assert.deepEqual(scene.ran, []);
+});
+
+test("a scope bob withdrew with a signature never runs when the server grants it again", async () => {
+  const scene = await Scene.create();
+  await scene.device.reconsent(RELATION_ID, ["filesystem:read", "location:read"]);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ granted_scopes: ALL_SCOPES, consent_statement: null }));
+  const result = await scene.call("notify", { title: "restored" });
+  const other = await scene.call("read_file", { path: "notes.txt" });
+  assert.deepEqual(statuses(result, other), [["denied", "consent_unverified"], ["ok", null]]);
+  assert.deepEqual(scene.asked.map((p) => p.toolName), ["read_file"]);
+});
+
+for (const shape of ["older statement", "malformed statement", "another agent's statement", "forged by a device bob does not trust"]) {
+  test(`a consent statement ${shape} never restores a grant: consent_unverified`, async () => {
+    const scene = await Scene.create();
+    const older = (await scene.device.reconsent(RELATION_ID, ALL_SCOPES)).consent_statement;
+    await scene.device.reconsent(RELATION_ID, ["filesystem:read"]);
+    let served = JSON.parse(JSON.stringify(older));
+    if (shape === "malformed statement") served.statement.granted_scopes = ["notification:send", "filesystem:read"]; // not sorted
+    if (shape === "another agent's statement") {
+      served = signConsent(scene.device.keys, { agentId: "another-agent", userId: USER, grantedScopes: ALL_SCOPES,
+        acknowledgedManifestVersion: 1, acknowledgedManifestHash: canonicalHash(manifest()), seq: 2 ** 52, ts: T0_MS });
+    }
+    if (shape === "forged by a device bob does not trust") {
+      served = signConsent(KeyPair.generate(), { agentId: AGENT_ID, userId: USER, grantedScopes: ALL_SCOPES,
+        acknowledgedManifestVersion: 1, acknowledgedManifestHash: canonicalHash(manifest()), seq: 2 ** 52, ts: T0_MS });
+    }
+    scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ granted_scopes: ALL_SCOPES, consent_statement: served }));
+    (scene.device as any).cachedViews.clear();
+    assert.deepEqual(statuses(await scene.call("notify", { title: "restored" })), [["denied", "consent_unverified"]]);
+    assert.deepEqual(scene.ran, []);
+    if (shape !== "older statement") assert.ok((await scene.refusals()).includes("consent_unverified"));
+  });
+}
+
+test("the agent refuses locally a tool the newest verified statement does not give", async () => {
+  const scene = await Scene.create();
+  await scene.call("read_file", { path: "a" }); // the agent pins bob's devices
+  const relation = await scene.device.reconsent(RELATION_ID, ["filesystem:read"]);
+  await scene.agent.handleFrame({ id: 1, type: "h2a.relation_updated", data: { relation } });
+  const sent = scene.server.messages.length;
+  await assert.rejects(scene.agent.callTool(RELATION_ID, "notify", { title: "x" }), ConsentUnverified);
+  assert.equal(scene.server.messages.length, sent);
+});
+
+test("the pending call, and with it the reply key's private half, is dropped once the call ends", async () => {
+  const scene = await Scene.create();
+  await scene.call("notify", { title: "x" });
+  assert.equal(scene.agent.pendingCalls, 0);
+  assert.equal(await scene.call("locate", {}, { deliverAfterMs: 400 }), null); // timed out
+  assert.equal(scene.agent.pendingCalls, 0);
+});

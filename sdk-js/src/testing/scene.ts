@@ -1,0 +1,106 @@
+/**
+ * An agent runtime and bob's device talking through the fake server, each behind a
+ * {@link LyingTransport} the test turns into a liar (tests/sdk_trust/scene.py in TypeScript).
+ */
+import type { JsonObject } from "../canonical.js";
+import type { KeyPair } from "../crypto.js";
+import { Agent, type ToolAnswer } from "../agent.js";
+import { Device, type PromptAnswer, type PromptRequest } from "../device.js";
+import { Recipient, seal } from "../envelope.js";
+import { ToolCallTimeout } from "../errors.js";
+import type { EventFrame } from "../rest.js";
+import { memoryStore, type Store } from "../store.js";
+import { AGENT_TO_USER } from "../wire.js";
+import { AGENT_ID, FakeServer, manifest, RELATION_ID } from "./fakeServer.js";
+import { LyingTransport } from "./lying.js";
+
+export const T0_MS = 1_780_000_000_000;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class Scene {
+  readonly server = new FakeServer();
+  nowMs = T0_MS;
+  readonly clock = (): number => this.nowMs;
+  readonly userSide = new LyingTransport(this.server.transport("user"));
+  readonly agentSide = new LyingTransport(this.server.transport("agent"));
+  readonly asked: PromptRequest[] = [];
+  readonly ran: [string, JsonObject][] = [];
+  answer: PromptAnswer = "allow";
+  readonly deviceStore: Store = memoryStore();
+  readonly agentStore: Store = memoryStore();
+  device!: Device;
+  agent!: Agent;
+
+  static async create(setup?: (scene: Scene) => void): Promise<Scene> {
+    const scene = new Scene();
+    setup?.(scene);
+    scene.device = scene.startDevice();
+    await scene.device.init();
+    scene.server.publishDevice("laptop", scene.device.keys);
+    scene.agent = scene.runtime(manifest());
+    await scene.agent.init();
+    scene.server.publishAgent(scene.agent.keys);
+    return scene;
+  }
+
+  /** Bob's device (again, after a restart: the same store). */
+  startDevice(store: Store = this.deviceStore, deviceId = "laptop"): Device {
+    const record = (name: string) => async (args: JsonObject): Promise<any> => {
+      this.ran.push([name, args]);
+      return name === "notify" ? { shown: true } : name === "read_file" ? { text: "hello" } : { latitude: 1, longitude: 2, accuracy_m: 1000 };
+    };
+    return new Device({ url: "http://fake", credential: "hsk_fake", deviceId, store, transport: this.userSide, clock: this.clock,
+      tools: { notify: record("notify"), read_file: record("read_file"), locate: record("locate") },
+      prompt: (request) => {
+        this.asked.push(request);
+        return this.answer;
+      } });
+  }
+
+  /** An agent runtime with the agent's keys (its store's key pair) calling under `calledUnder`. */
+  runtime(calledUnder: JsonObject): Agent {
+    return new Agent({ url: "http://fake", credential: "hak_fake", agentId: AGENT_ID, store: this.agentStoreCopy(), manifest: calledUnder,
+      transport: this.agentSide, clock: this.clock });
+  }
+
+  private agentStoreCopy(): Store {
+    const store = memoryStore();
+    const original = this.agentStore;
+    return { ...store, get: async (key) => (key === "secret/key-pair" ? original.get(key) : store.get(key)),
+      set: async (key, value) => (key === "secret/key-pair" ? original.set(key, value) : store.set(key, value)) };
+  }
+
+  /** One call through the pipe, delivered `deliverAfterMs` later on bob's clock; null when no answer came back. */
+  async call(name: string, args: JsonObject, options: { agent?: Agent; deliverAfterMs?: number; device?: Device } = {}): Promise<ToolAnswer | null> {
+    const agent = options.agent ?? this.agent;
+    const sent = this.server.messages.length;
+    let settled = false;
+    const task = agent.callTool(RELATION_ID, name, args, { timeoutMs: 300 }).then((a) => ({ a }), (e: unknown) => ({ e }))
+      .finally(() => (settled = true));
+    while (this.server.messages.length === sent && !settled) await sleep(2);
+    if (!settled) {
+      this.nowMs += options.deliverAfterMs ?? 0;
+      await (options.device ?? this.device).handleFrame(this.server.frame(sent));
+      if (this.server.messages.length > sent + 1) await agent.handleFrame(this.server.frame(sent + 1));
+    }
+    const outcome = await task;
+    if ("a" in outcome) return outcome.a;
+    if (outcome.e instanceof ToolCallTimeout) return null;
+    throw outcome.e;
+  }
+
+  /** A call signed by `sender` and sealed to bob's laptop, stored by the server. */
+  forgeCall(artifact: JsonObject, sender: KeyPair): EventFrame {
+    const envelope = seal(artifact, { sender, recipients: [Recipient.of(this.device.keys.public)], relationId: RELATION_ID,
+      direction: AGENT_TO_USER, nowMs: this.nowMs });
+    return this.server.post("agent", "artifact_tool_call", envelope);
+  }
+
+  /** The reasons the audit log gives for what was stopped or denied. */
+  async refusals(device: Device = this.device): Promise<(string | null)[]> {
+    return (await device.audit.entries()).filter((e) => e.status === "refused" || e.status === "denied").map((e) => e.reason);
+  }
+}
+
+export const statuses = (...answers: (ToolAnswer | null)[]): ([string, string | null] | null)[] =>
+  answers.map((a) => (a === null ? null : [a.status, a.status === "ok" ? null : a.reason]));
