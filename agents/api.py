@@ -32,6 +32,7 @@ from hashee.api import ERROR, LEVELS, POSITIVE_INTEGER, IsUser, Pagination, acti
 from hashee.errors import HasheeError
 from hashee.platform_key import platform_jku, platform_kid, platform_private_jwk
 from hashee_sdk.core.agentcard import build_agent_card, sign_agent_card
+from hashee_sdk.core.device_tools import device_tools_document
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import CAPABILITY_FLAGS, manifest_json_schema, validate_manifest
 
@@ -272,6 +273,20 @@ class ManifestSchemaView(APIView):
                    responses={200: dict})
     def get(self, request: Request) -> Response:
         return Response(manifest_json_schema(), content_type="application/schema+json")
+
+
+class DeviceToolsSchemaView(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list[type] = []
+
+    @extend_schema(operation_id="schemas_device_tools_v1", summary="The standard device tools (SPEC §12.1)",
+                   responses={200: dict},
+                   description="The four tools every Hashee client serves natively, one per preset scope: "
+                               "`{\"tools\": [{name, permission_scope, sensitivity, description, input_schema, "
+                               "output_schema}]}`. An agent that wants one declares a tool of that name and scope; "
+                               "its input_schema may be narrower, never wider.")
+    def get(self, request: Request) -> Response:
+        return Response(device_tools_document())
 
 
 class AgentKeyCreateInput(serializers.Serializer):

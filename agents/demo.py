@@ -16,10 +16,11 @@ DEMO_MANIFEST: dict[str, Any] = {
                          "required": ["path"], "additionalProperties": False},
         "permission_scope": "filesystem:read", "required": False, "timeout_ms": 5000,
     }, {
-        "name": "notify",
-        "description_i18n_key": "agent.cap.notify.description",
+        "name": "send_notification",  # the standard device tools' names (SPEC §12.1)
+        "description_i18n_key": "agent.cap.send_notification.description",
         "description_fallback": "Show a notification",
-        "input_schema": {"type": "object", "properties": {"title": {"type": "string", "maxLength": 80}},
+        "input_schema": {"type": "object", "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 120},
+                                                          "body": {"type": "string", "maxLength": 1000}},
                          "required": ["title"], "additionalProperties": False},
         "permission_scope": "notification:send",
     }],
@@ -35,9 +36,9 @@ DEMO_MANIFEST: dict[str, Any] = {
 
 
 def starter_manifest() -> dict[str, Any]:
-    """The demo manifest cut down to its one low-sensitivity tool (``notify``)."""
+    """The demo manifest cut down to its one low-sensitivity tool (``send_notification``)."""
     starter = copy.deepcopy(DEMO_MANIFEST)
-    starter["tools"] = [t for t in starter["tools"] if t["name"] == "notify"]
+    starter["tools"] = [t for t in starter["tools"] if t["name"] == "send_notification"]
     starter["permission_scopes"] = [s for s in starter["permission_scopes"] if s["id"] == "notification:send"]
     starter["capability_flags"] = {flag: False for flag in starter["capability_flags"]}
     return starter

@@ -27,4 +27,5 @@ urlpatterns = [
          name="agent-credential"),
     path("manifests/validate", api.ManifestValidateView.as_view(), name="manifests-validate"),
     path("schemas/capability-manifest/v1.json", api.ManifestSchemaView.as_view(), name="manifest-schema"),
+    path("schemas/device-tools/v1.json", api.DeviceToolsSchemaView.as_view(), name="device-tools-schema"),
 ]

@@ -1,6 +1,6 @@
 """A whole tool call through a running server: agent → server → bob's device → server →
 agent, with the SDK at both ends (envelope v2 both ways, the device's checks, its replay
-record on disk, the low-sensitivity ``notify`` tool: no prompt), over the two sockets.
+record on disk, the low-sensitivity ``send_notification`` tool: no prompt), over the two sockets.
 
 Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/tool_call_roundtrip.py [--identity]
 (``--identity``: the agent has an identity key and signs its manifest; one uvicorn worker from deploy/local.py; 127.0.0.1 only; a bounded number of calls, one
@@ -74,7 +74,7 @@ async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[floa
 
     user_http, agent_http = HttpxTransport(url, world["user_key"]), HttpxTransport(url, world["agent_key"])
     client = UserClient(transport=user_http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
-                        handlers={"notify": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
+                        handlers={"send_notification": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
     options = {"identity_key": world["identity"]} if world["identity"] is not None else {}
     agent = AgentRuntime(transport=agent_http, agent_id=world["agent_id"], keys=KeyPair.generate(),
                          manifest=world["manifest"], **options)
@@ -88,7 +88,7 @@ async def round_trips(world: dict[str, Any], url: str, state: Path) -> list[floa
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), timeout=30)
         for i in range(WARM_UP + CALLS):
             started = time.perf_counter()
-            result = await agent.call_tool(world["relation_id"], "notify", {"title": f"#{i}"}, timeout=30)
+            result = await agent.call_tool(world["relation_id"], "send_notification", {"title": f"#{i}"}, timeout=30)
             assert result.ok, (result.status, result.reason)
             if i >= WARM_UP:
                 samples.append(time.perf_counter() - started)

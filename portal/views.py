@@ -25,12 +25,13 @@ from agents.demo import starter_manifest
 from agents.models import Agent
 from hashee.api import acting_user
 from hashee.errors import HasheeError
+from hashee_sdk.core.device_tools import STANDARD_TOOL_NAMES, manifest_entries
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.core.manifest import MANIFEST_MAX_BYTES, MANIFEST_WARN_BYTES
 from portal import activity
 from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.forms import AgentCreateForm, AgentSettingsForm, ManifestForm
-from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_views
+from portal.presentation import change_rows, labels_of, line_diff, pretty, scope_label, scope_views
 from portal.preview import Preview, manifest_preview
 from relations import selectors as relation_selectors
 
@@ -74,8 +75,15 @@ def agent_new(request: HttpRequest) -> HttpResponse:
         **_editor_limits()})
 
 
-def _editor_limits() -> dict[str, int]:
-    return {"size_limit": MANIFEST_MAX_BYTES, "size_warn_at": MANIFEST_WARN_BYTES}
+def _editor_limits() -> dict[str, Any]:
+    """What every manifest editor shows beside the text: the size limits and the standard
+    device tools (SPEC §12.1) an owner can add with one click."""
+    tools = [{"name": name, "label": scope_label(entries[1]),
+              "sensitivity": entries[1]["sensitivity"], "description": entries[0]["description_fallback"],
+              "entries": {"tool": entries[0], "scope": entries[1]}}
+             for name in STANDARD_TOOL_NAMES for entries in [manifest_entries(name)]]
+    return {"size_limit": MANIFEST_MAX_BYTES, "size_warn_at": MANIFEST_WARN_BYTES, "device_tools": tools,
+            "device_tool_entries": {tool["name"]: tool["entries"] for tool in tools}}
 
 
 @agent_owner_view

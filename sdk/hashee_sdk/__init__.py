@@ -58,6 +58,7 @@ from hashee_sdk.client import PromptRequest, UserClient
 from hashee_sdk.contract import CompiledManifest, Decision, compile_manifest, decide
 from hashee_sdk.credentials import AccessToken, AgentKeyExchange, Credential, TokenSource
 from hashee_sdk.crypto import KeyPair, PublicKeys
+from hashee_sdk.device_tools import desktop_tools
 from hashee_sdk.envelope import OpenedCopy, Recipient, open_copy, seal
 from hashee_sdk.errors import (
     ApiError,
@@ -72,6 +73,7 @@ from hashee_sdk.errors import (
     ManifestNotPublished,
     ManifestUnverified,
     NoRecipientKey,
+    PlatformRefused,
     RateLimited,
     ResultInvalid,
     SdkError,
@@ -100,9 +102,9 @@ __all__ = [
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",
-    "OpenedCopy", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys",
+    "OpenedCopy", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient", "RelationKeys",
     "RelationView", "ResultInvalid", "SdkError", "SensitivityPolicy", "TokenExchangeRefused", "TokenSource", "Tool",
     "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
     "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "compile_manifest",
-    "decide", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",
+    "decide", "desktop_tools", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",
 ]

@@ -51,6 +51,7 @@ from hashee_sdk.errors import (
     ApiError,
     EnvelopeError,
     IdentityChanged,
+    PlatformRefused,
     UnknownSender,
     WrongRecipient,
 )
@@ -456,6 +457,9 @@ class UserClient(FrameConsumer):
         try:
             result = await call_with_deadline(handler, arguments, tool.timeout_ms / 1000)
             size = len(canonicalize(contract.response_ok(call_id, result)))
+        except PlatformRefused as exc:  # the platform said no (SPEC §12.1): a refusal, not a failure
+            logger.info("tool %s refused by the platform: %s", tool.name, exc)
+            return contract.response_denied(call_id, "user_refused")
         except Exception as exc:  # a failure, an overrun (TimeoutError), or a result that is not JSON
             logger.warning("tool %s failed: %s", tool.name, type(exc).__name__)
             return contract.response_error(call_id, "TOOL_PLATFORM_ERROR")

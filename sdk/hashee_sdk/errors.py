@@ -193,3 +193,9 @@ class ManifestNotPublished(SdkError):
 
 class WebhookInvalid(SdkError):
     """A webhook request whose Standard Webhooks signature does not verify."""
+
+
+class PlatformRefused(SdkError):
+    """Raised by a tool handler when the platform itself refuses (a permission the operating
+    system or the user's settings deny, a file outside the shared folder): the call is
+    answered ``denied: user_refused`` (SPEC §12.1), not as a failure."""

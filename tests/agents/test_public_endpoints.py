@@ -78,7 +78,7 @@ def test_agent_card_maps_tools_to_skills_and_flags_to_capabilities(alice: Any, a
                 "authentication", "defaultInputModes", "defaultOutputModes", "skills", "supportedInterfaces",
                 "securitySchemes", "securityRequirements"):
         assert key in card, key
-    assert [s["id"] for s in card["skills"]] == ["read_file", "notify"]
+    assert [s["id"] for s in card["skills"]] == ["read_file", "send_notification"]
     assert card["capabilities"]["streaming"] is True
     assert "authentication" not in v1 and "supportedInterfaces" in v1
     assert "supportedInterfaces" not in seed and "authentication" in seed

@@ -13,9 +13,9 @@ PRESETS = {"agent.cap.read_file.description": "Read a file"}
 
 
 @pytest.mark.parametrize(("granted", "pending", "expected"), [
-    ({"filesystem:read", "notification:send"}, set(), ["read_file", "notify"]),
+    ({"filesystem:read", "notification:send"}, set(), ["read_file", "send_notification"]),
     ({"filesystem:read"}, set(), ["read_file"]),
-    ({"filesystem:read", "notification:send"}, {"filesystem:read"}, ["notify"]),
+    ({"filesystem:read", "notification:send"}, {"filesystem:read"}, ["send_notification"]),
     (set(), {"filesystem:read"}, []),
     ({"camera:use"}, set(), []),
 ])

@@ -363,6 +363,24 @@ def test_the_editor_maps_json_pointers_to_lines(server: LiveServer, browser: Bro
     assert error["line"] == 2 and "Trailing comma" in error["message"]
 
 
+def test_alice_adds_a_standard_device_tool_with_one_click(server: LiveServer, browser: Browser,
+                                                          contexts: list[BrowserContext]) -> None:
+    page = new_page(browser, contexts)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/portal/agents/new/")
+    page.fill("input[name=name]", unique("Clip"))
+
+    page.click("[data-add-device-tool='read_clipboard']")
+    page.click("[data-add-device-tool='read_clipboard']")  # twice: declared once
+
+    manifest = json.loads(page.input_value("textarea[name=capability_manifest]"))
+    assert [t["name"] for t in manifest["tools"]].count("read_clipboard") == 1
+    assert [s["id"] for s in manifest["permission_scopes"]].count("clipboard:read") == 1
+    expect(page.locator("[data-save]")).to_be_enabled()  # the server found it valid
+    page.click("[data-save]")
+    expect(page.locator("h1")).to_contain_text("Clip")
+
+
 # Each text node between <wbr>s of a path is one name: more than one box means it broke inside.
 PATH_NAMES_SPLIT = """[...document.querySelectorAll('.hashee-diff td.hashee-path code')].flatMap(code =>
   [...code.childNodes].filter(node => node.nodeType === Node.TEXT_NODE).filter(node => {

@@ -75,21 +75,21 @@ def test_descriptions_are_the_english_preset_text_else_the_fallback_else_the_key
     tools = tools_of(bob_api, relation, HTTP_ACCEPT_LANGUAGE="zh-hans").json()["tools"]
 
     assert [(t["name"], t["description"]) for t in tools] == [
-        ("read_file", "Open and read files you choose on this device."), ("notify", "agent.cap.notify.description")]
+        ("read_file", "Open and read files you choose on this device."), ("send_notification", "agent.cap.send_notification.description")]
 
 
 def test_a_breaking_change_withholds_the_tools_of_its_scopes_until_bob_consents_again(
         bob_api: APIClient, agent: Agent, relation: Relation, manifest: dict[str, Any]) -> None:
     relation_services.relation_reconsent(relation=relation, granted_scopes=["filesystem:read", "notification:send"])
-    assert names(tools_of(bob_api, relation)) == ["read_file", "notify"]
+    assert names(tools_of(bob_api, relation)) == ["read_file", "send_notification"]
 
     change(agent, breaking(manifest))  # read_file narrowed and filesystem:read raised: pending
 
-    assert names(tools_of(bob_api, relation)) == ["notify"]
+    assert names(tools_of(bob_api, relation)) == ["send_notification"]
     relation.refresh_from_db()
     relation_services.relation_reconsent(relation=relation, granted_scopes=["filesystem:read", "notification:send"],
                                          acknowledged_manifest_version=2)
-    assert names(tools_of(bob_api, relation)) == ["read_file", "notify"]
+    assert names(tools_of(bob_api, relation)) == ["read_file", "send_notification"]
 
 
 def test_a_pending_scope_that_stays_granted_still_withholds_its_tools(

@@ -270,6 +270,26 @@
       schedule();
     });
   }
+  // The standard device tools (SPEC §12.1): one click adds the tool and its scope, unless the
+  // manifest declares them already; the server then checks the result like any edit.
+  const toolEntries = document.getElementById("device-tool-entries");
+  root.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-add-device-tool]");
+    if (!button || !toolEntries) return;
+    if (!window.HasheeJSON.locate(textarea.value).ok) {
+      setStatus("error", T.syntax);
+      return;
+    }
+    const entries = JSON.parse(toolEntries.textContent)[button.dataset.addDeviceTool];
+    const manifest = JSON.parse(textarea.value);
+    if (!Array.isArray(manifest.tools)) manifest.tools = [];
+    if (!Array.isArray(manifest.permission_scopes)) manifest.permission_scopes = [];
+    if (!manifest.tools.some((t) => t && t.name === entries.tool.name)) manifest.tools.push(entries.tool);
+    if (!manifest.permission_scopes.some((s) => s && s.id === entries.scope.id)) manifest.permission_scopes.push(entries.scope);
+    textarea.value = JSON.stringify(manifest, null, 2);
+    renderGutter();
+    schedule();
+  });
   const form = root.closest("form");
   if (form) {
     form.addEventListener("submit", (event) => {
