@@ -31,3 +31,8 @@ export {
   HIGH_PROMPT_TIMEOUT_MS, MEDIUM_WINDOW_MS, SensitivityPolicy, type PolicySubject, type Sensitivity,
 } from "./policy.js";
 export { AuditLog, RETENTION_MS, type AuditEntry } from "./audit.js";
+export {
+  compileManifest, decide, DEFAULT_TIMEOUT_MS, PRESET_SCOPES, responseDenied, responseError, responseOk,
+  type CompiledManifest, type CompiledTool, type DecideContext, type Decision,
+} from "./contract.js";
+export { compileSchema, type SchemaValidator } from "./schema.js";
