@@ -5,7 +5,7 @@ from django.urls import path
 from django.views.i18n import set_language
 
 from hashee.login_throttle import portal_login_view
-from portal import consent, devices, integrations, live, views
+from portal import browser_device, consent, devices, integrations, live, views
 
 app_name = "portal"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("keys/", integrations.user_keys, name="keys"),
     path("keys/<int:key_id>/revoke", integrations.user_key_revoke, name="key-revoke"),
     path("devices/", devices.devices, name="devices"),
+    path("device/", browser_device.browser_device, name="browser-device"),
     path("devices/<str:device_id>/revoke", devices.device_revoke, name="device-revoke"),
     path("manifests/preview", views.manifest_preview_new, name="manifest-preview"),
     path("agents/new/", views.agent_new, name="agent-new"),

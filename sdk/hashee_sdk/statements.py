@@ -88,3 +88,11 @@ def safety_number(*, agent_id: str, agent_identity: bytes, user_root_device: byt
     halves = sorted((fingerprint(agent_identity, f"agent:{agent_id}"), fingerprint(user_root_device, "user")))
     digits = "".join(halves)
     return " ".join(digits[i:i + 5] for i in range(0, 60, 5))
+
+
+def device_verification_code(*, x25519_public: bytes, ed25519_public: bytes, device_id: str) -> str:
+    """What two screens show to approve a new device (docs/wire-spec.md §5): the first 12
+    digits of the fingerprint of both its keys (X25519 then Ed25519, as its key id names
+    both) with ``stable_id`` ``"device:" + device_id``, in three groups of four."""
+    digits = fingerprint(x25519_public + ed25519_public, f"device:{device_id}")[:12]
+    return " ".join(digits[i:i + 4] for i in range(0, 12, 4))

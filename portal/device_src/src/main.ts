@@ -1,0 +1,210 @@
+/**
+ * The browser device page (SPEC §12.2): the entry point bundled into
+ * portal/static/portal/device/device.js. It shows what the enrolment (./enrolment.ts) and
+ * the SDK decide; it never decides trust itself.
+ */
+import { AuditLog, indexedDbStore, type AuditEntry, type Store } from "@hashee/sdk";
+import { one, loadTexts, row, setText, text, when, type Texts } from "./dom.js";
+import { BrowserEnrolment, type DeviceRow, type Enrolment } from "./enrolment.js";
+import { filePicker, PromptDialog } from "./prompt.js";
+import { startDevice, type DeviceRuntime, type ServedAgent } from "./serving.js";
+import { holdDeviceLock } from "./tabLock.js";
+import { browserTools } from "./tools.js";
+
+const STORE_NAME = "hashee-device";
+const VIEWS = ["loading", "unsupported", "other-tab", "none", "removed", "pending", "approved"] as const;
+type View = (typeof VIEWS)[number];
+const PENDING_POLL_MS = 5000;
+
+class DevicePage {
+  private readonly enrolment: BrowserEnrolment;
+  private readonly prompt: PromptDialog;
+  private runtime: DeviceRuntime | null = null;
+  private current: Enrolment = { state: "none" };
+  private refreshing: Promise<void> | null = null;
+  private poll: ReturnType<typeof setInterval> | undefined;
+
+  constructor(private readonly root: HTMLElement, private readonly texts: Texts, private readonly store: Store) {
+    this.enrolment = new BrowserEnrolment(store);
+    this.prompt = new PromptDialog(one<HTMLDialogElement>(root, "[data-prompt]"), texts);
+  }
+
+  start(): void {
+    this.root.addEventListener("click", (event) => void this.onClick(event));
+    // live.js relays every /ws/events frame; a device change anywhere re-reads the directory
+    document.body.addEventListener("hashee:event", (event) => {
+      const type = String((event as CustomEvent<{ type?: string }>).detail?.type ?? "");
+      if (type.startsWith("keys.") || type === "resync_required") void this.refresh();
+    });
+    void this.refresh();
+  }
+
+  show(view: View): void {
+    for (const name of VIEWS) one(this.root, `[data-view="${name}"]`).hidden = name !== view;
+  }
+
+  refresh(): Promise<void> {
+    this.refreshing ??= this.reload().finally(() => {
+      this.refreshing = null;
+    });
+    return this.refreshing;
+  }
+
+  private async reload(): Promise<void> {
+    try {
+      this.render(await this.enrolment.load());
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+
+  private render(enrolment: Enrolment): void {
+    this.current = enrolment;
+    clearInterval(this.poll);
+    if (enrolment.state === "pending") this.poll = setInterval(() => void this.refresh(), PENDING_POLL_MS);
+    if (enrolment.state === "pending" || enrolment.state === "approved") {
+      setText(this.root, "[data-own-code]", enrolment.code);
+      setText(this.root, "[data-own-id]", enrolment.deviceId);
+    }
+    if (enrolment.state === "approved") {
+      this.renderPending(enrolment.others.filter((device) => !device.approved));
+      void this.serve(enrolment.deviceId);
+      void this.renderServed();
+    }
+    this.show(enrolment.state);
+  }
+
+  private renderPending(devices: readonly DeviceRow[]): void {
+    const list = one(this.root, "[data-pending-list]");
+    list.replaceChildren(...devices.map((device) => {
+      const { element, cell } = row(one<HTMLTemplateElement>(this.root, "template[data-pending-row]"));
+      element.dataset["device"] = device.deviceId;
+      cell("device").textContent = device.deviceId;
+      cell("code").textContent = device.code;
+      cell("added").textContent = when(device.createdAt);
+      cell("approve").addEventListener("click", () => void this.act(async () => {
+        await this.enrolment.approve(device);
+      }));
+      return element;
+    }));
+    one(this.root, "[data-pending-table]").hidden = devices.length === 0;
+    one(this.root, "[data-pending-empty]").hidden = devices.length > 0;
+  }
+
+  /** Answer calls: the SDK's Device, once @hashee/sdk has it (./serving.ts). */
+  private async serve(deviceId: string): Promise<void> {
+    if (this.runtime !== null || startDevice === null) return;
+    const tools = browserTools(filePicker(one<HTMLDialogElement>(this.root, "[data-file-picker]")));
+    this.runtime = await startDevice({ store: this.store, deviceId, tools,
+      prompt: (request, timeoutMs) => this.prompt.ask(request, timeoutMs), changed: () => void this.renderServed() });
+  }
+
+  private async renderServed(): Promise<void> {
+    const agents = this.runtime === null ? [] : await this.runtime.agents();
+    this.renderAgents(agents);
+    const names = new Map(agents.map((agent) => [agent.agentId, agent.agentName]));
+    this.renderActivity((await new AuditLog(this.store).entries()).reverse(), names);
+  }
+
+  private renderAgents(agents: readonly ServedAgent[]): void {
+    one(this.root, "[data-agents-list]").replaceChildren(...agents.map((agent) => {
+      const { element, cell } = row(one<HTMLTemplateElement>(this.root, "template[data-agent-row]"));
+      element.dataset["agent"] = agent.agentId;
+      cell("agent").textContent = agent.agentName || agent.agentId;
+      cell("safety").textContent = agent.identityChanged ? text(this.texts, "identity_changed")
+        : agent.safetyNumber ?? text(this.texts, "unverified");
+      cell("verified").hidden = !agent.verified || agent.identityChanged;
+      const verify = cell("verify");
+      verify.hidden = agent.safetyNumber === null || (agent.verified && !agent.identityChanged);
+      verify.addEventListener("click", () => void this.act(async () => {
+        await this.runtime?.markVerified(agent.relationId);
+        await this.renderServed();
+      }));
+      return element;
+    }));
+    one(this.root, "[data-agents-table]").hidden = agents.length === 0;
+    one(this.root, "[data-agents-empty]").hidden = agents.length > 0;
+  }
+
+  private renderActivity(entries: readonly AuditEntry[], names: ReadonlyMap<string, string>): void {
+    const status = this.texts.status;
+    one(this.root, "[data-activity-list]").replaceChildren(...entries.map((entry) => {
+      const { element, cell } = row(one<HTMLTemplateElement>(this.root, "template[data-activity-row]"));
+      cell("when").textContent = when(entry.timestamp);
+      cell("agent").textContent = names.get(entry.agent_id) ?? entry.agent_id;
+      cell("tool").textContent = entry.tool_name;
+      cell("scope").textContent = this.texts.scopes[entry.scope] ?? entry.scope;
+      cell("status").textContent = [status[entry.status] ?? entry.status, entry.reason ?? ""].join(" ").trim();
+      cell("digest").textContent = entry.arguments_digest.slice(0, 16);
+      cell("digest").title = entry.arguments_digest;
+      return element;
+    }));
+    one(this.root, "[data-activity-table]").hidden = entries.length === 0;
+    one(this.root, "[data-activity-empty]").hidden = entries.length > 0;
+  }
+
+  private async onClick(event: Event): Promise<void> {
+    const action = (event.target as HTMLElement).closest<HTMLElement>("[data-action]")?.dataset["action"];
+    if (action === "enrol") await this.act(async () => this.render(await this.enrolment.enrol()));
+    if (action === "enrol-again") {
+      await this.act(async () => {
+        await this.enrolment.forget();
+        this.render(await this.enrolment.enrol());
+      });
+    }
+    if (action === "remove" && "deviceId" in this.current && window.confirm(text(this.texts, "confirm_remove"))) {
+      const { deviceId } = this.current;
+      await this.act(async () => {
+        await this.runtime?.stop();
+        this.runtime = null;
+        await this.enrolment.remove(deviceId);
+        this.render({ state: "none" });
+      });
+    }
+  }
+
+  /** Run a user's action with its buttons disabled; a failure is said on the page. */
+  private async act(work: () => Promise<void>): Promise<void> {
+    const buttons = [...this.root.querySelectorAll<HTMLButtonElement>("button")].filter((b) => !b.disabled);
+    buttons.forEach((button) => { button.disabled = true; });
+    try {
+      one(this.root, "[data-device-error]").hidden = true;
+      await work();
+      await this.refresh();
+    } catch (error) {
+      this.fail(error);
+    } finally {
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  }
+
+  private fail(error: unknown): void {
+    const banner = one(this.root, "[data-device-error]");
+    banner.textContent = text(this.texts, "failed", { message: error instanceof Error ? error.message : String(error) });
+    banner.hidden = false;
+  }
+}
+
+function supported(): boolean {
+  return window.isSecureContext && "indexedDB" in window && "locks" in navigator && "subtle" in crypto;
+}
+
+function main(): void {
+  const root = document.querySelector<HTMLElement>("[data-device-app]");
+  if (root === null) return;
+  const texts = loadTexts();
+  const show = (view: View): void => {
+    for (const name of VIEWS) one(root, `[data-view="${name}"]`).hidden = name !== view;
+  };
+  if (!supported()) {
+    show("unsupported");
+    return;
+  }
+  let page: DevicePage | null = null;
+  holdDeviceLock(() => {
+    page ??= new DevicePage(root, texts, indexedDbStore(STORE_NAME));
+    page.start();
+  }, () => show("other-tab"));
+}
+
+main();
