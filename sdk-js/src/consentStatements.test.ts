@@ -69,3 +69,13 @@ test("scopes are ordered by code point, as Python's sorted() orders them", () =>
   assert.deepEqual(signed.statement.granted_scopes, ["\uFF21", "\u{1F600}"]);
   assert.deepEqual(verifyConsent(signed, trusted), signed.statement);
 });
+
+test("the consent statement vector of docs/wire-vectors.json: its bytes and signature, byte for byte", () => {
+  const vector = vectors.consent_statement;
+  assert.equal(b64encode(statementBytes(vector.statement)), vector.signed_bytes);
+  assert.deepEqual(verifyConsent({ statement: vector.statement, signature: vector.signature }, trusted), vector.statement);
+  const tampered = { ...vector.statement, seq: vector.statement.seq + 1 };
+  assert.throws(() => verifyConsent({ statement: tampered, signature: vector.signature }, trusted), ConsentInvalid);
+  const byPhone = new Map([[laptop.keyId, phone.public]]);
+  assert.throws(() => verifyConsent({ statement: vector.statement, signature: vector.signature }, byPhone), ConsentInvalid);
+});

@@ -1,7 +1,7 @@
 """Test vectors of docs/wire-spec.md, built from fixed seeds so that they are the same on
 every run: ``python -m tests.interop.vectors > docs/wire-vectors.json`` writes them, and
 tests/interop/test_vectors.py checks that the committed file is what this code builds,
-then has an independent implementation (Node, tests/interop/node) verify it."""
+and the TypeScript SDK (sdk-js/, its own tests) opens and verifies every one."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 // The test vectors of docs/wire-spec.md, read from the repository beside this package
 // (src/testing and dist/testing both sit two levels below sdk-js/).
+import type { ConsentStatement } from "../consentStatements.js";
 import { readFileSync } from "node:fs";
 import { b64decode } from "../encoding.js";
 import { KeyPair } from "../crypto.js";
@@ -31,6 +32,7 @@ export interface Vectors {
   device_approval: { approver_key_id: string; device_id: string; key_id: string; signed_bytes: string; signature: string };
   runtime_key: { agent_id: string; key_id: string; signed_bytes: string; identity_signature: string };
   manifest_signature: { manifest: Record<string, unknown>; signature: string };
+  consent_statement: { device: string; statement: ConsentStatement; signature: string; signed_bytes: string };
   tool_call: EnvelopeVector;
   tool_response: EnvelopeVector;
   safety_number: {
