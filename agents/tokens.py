@@ -28,6 +28,9 @@ from toolcalls import statements
 
 TOKEN_MARKER: Final = "hat_"  # noqa: S105 - the marker, not a secret
 SCOPES: Final = ("messages:write", "messages:read", "events:read", "tools:read")
+# The public reads (SPEC §1: anonymous reads of what is public by design), by URL name.
+PUBLIC_READS: Final = ("agents", "agent", "agent-versions", "agent-version", "agent-diff", "agent-card",
+                       "agent-card-v1", "agent-card-seed", "agent-identity", "agent-jwks")
 # (URL name, method) → the scopes any one of which lets a token call it.
 ROUTE_SCOPES: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("messages", "POST"): frozenset({"messages:write"}),
@@ -37,10 +40,10 @@ ROUTE_SCOPES: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("events", "GET"): frozenset({"events:read"}),
     ("events-stream", "GET"): frozenset({"events:read"}),
     ("relation-tools", "GET"): frozenset({"tools:read"}),
-    # The agent's published manifest and identity, public to anyone: a runtime holding only a
-    # token checks that its manifest is the published one before every call (SPEC §9.3).
-    ("agent", "GET"): frozenset(SCOPES),
-    ("agent-identity", "GET"): frozenset(SCOPES),
+    # What anyone may read, a token may read too — a runtime holding only a token checks that
+    # its manifest is the published one before every call (SPEC §9.3), and follows the versions
+    # its users acknowledged (issue 25: a 403 here emptied the MCP bridge's tool list).
+    **{(name, "GET"): frozenset(SCOPES) for name in PUBLIC_READS},
 }
 SOCKET_SCOPE: Final = "events:read"  # ws /ws/agent
 
