@@ -1,9 +1,11 @@
 /**
  * The browser device page (SPEC §12.2): the entry point bundled into
  * portal/static/portal/device/device.js. It shows what the enrolment (./enrolment.ts) and
- * the SDK decide; it never decides trust itself.
+ * the SDK decide; it never decides trust itself. The consent pages load the same module:
+ * there it signs the consent when this browser is a device (./consentSigning.ts).
  */
 import { AuditLog, indexedDbStore, type AuditEntry, type Store } from "@hashee/sdk";
+import { signConsentForms } from "./consentSigning.js";
 import { one, loadTexts, row, setText, text, when, type Texts } from "./dom.js";
 import { BrowserEnrolment, type DeviceRow, type Enrolment } from "./enrolment.js";
 import { filePicker, PromptDialog } from "./prompt.js";
@@ -206,7 +208,10 @@ function supported(): boolean {
 
 function main(): void {
   const root = document.querySelector<HTMLElement>("[data-device-app]");
-  if (root === null) return;
+  if (root === null) {
+    void signConsentForms(STORE_NAME, indexedDbStore); // the consent pages: signed when this browser is a device
+    return;
+  }
   const texts = loadTexts();
   const show = (view: View): void => {
     for (const name of VIEWS) one(root, `[data-view="${name}"]`).hidden = name !== view;
