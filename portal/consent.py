@@ -24,7 +24,7 @@ from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
 from relations import selectors as relation_selectors
 from relations import services as relation_services
-from toolcalls.keydir_selectors import relation_safety_number
+from toolcalls.keydir_selectors import consent_signer, relation_safety_number
 
 DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
 
@@ -101,7 +101,8 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
     return render(request, "portal/connection.html", {
         "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
-        "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation)})
+        "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation),
+        "signed_on": consent_signer(relation=relation)})
 
 
 def _reconsent(request: HttpRequest, found: relation_selectors.Connection, scopes: list[str]) -> HttpResponse | None:

@@ -40,6 +40,18 @@ def relation_safety_number(*, relation: Relation) -> SafetyNumber:
                                                  user_root_device=wire.b64decode(root.ed25519_public)))
 
 
+def consent_signer(*, relation: Relation) -> str | None:
+    """The name of the device whose key signed the relation's last consent (SPEC §9.6),
+    None when the last change came unsigned. The server checked the signature on receipt."""
+    signed = relation.consent_statement
+    statement = signed.get("statement") if isinstance(signed, dict) else None
+    if not isinstance(statement, dict) or not statement.get("device_key_id"):
+        return None
+    key_id = str(statement["device_key_id"])
+    key = DeviceKey.objects.filter(user_id=relation.user_id, key_id=key_id).order_by("-created_at").first()
+    return key.device_id if key is not None else key_id
+
+
 @dataclass(frozen=True)
 class DeviceRow:
     key: DeviceKey

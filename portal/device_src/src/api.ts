@@ -8,7 +8,7 @@ export class ApiFailure extends Error {
   }
 }
 
-function csrfToken(): string {
+export function csrfToken(): string {
   return document.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.content ?? "";
 }
 

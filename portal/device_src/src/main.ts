@@ -1,9 +1,11 @@
 /**
  * The browser device page (SPEC §12.2): the entry point bundled into
  * portal/static/portal/device/device.js. It shows what the enrolment (./enrolment.ts) and
- * the SDK decide; it never decides trust itself.
+ * the SDK decide; it never decides trust itself. The consent pages load the same module:
+ * there it signs the consent when this browser is a device (./consentSigning.ts).
  */
 import { AuditLog, indexedDbStore, type AuditEntry, type Store } from "@hashee/sdk";
+import { signConsentForms } from "./consentSigning.js";
 import { one, loadTexts, row, setText, text, when, type Texts } from "./dom.js";
 import { BrowserEnrolment, type DeviceRow, type Enrolment } from "./enrolment.js";
 import { filePicker, PromptDialog } from "./prompt.js";
@@ -20,6 +22,8 @@ class DevicePage {
   private readonly enrolment: BrowserEnrolment;
   private readonly prompt: PromptDialog;
   private runtime: DeviceRuntime | null = null;
+  private starting: Promise<void> | null = null;
+  private rendering: Promise<void> = Promise.resolve();
   private current: Enrolment = { state: "none" };
   private refreshing: Promise<void> | null = null;
   private poll: ReturnType<typeof setInterval> | undefined;
@@ -35,6 +39,7 @@ class DevicePage {
     document.body.addEventListener("hashee:event", (event) => {
       const type = String((event as CustomEvent<{ type?: string }>).detail?.type ?? "");
       if (type.startsWith("keys.") || type === "resync_required") void this.refresh();
+      if (type.startsWith("h2a.") || type.startsWith("agent.")) void this.renderServed(); // the agents this device serves
     });
     void this.refresh();
   }
@@ -69,7 +74,6 @@ class DevicePage {
     if (enrolment.state === "approved") {
       this.renderPending(enrolment.others.filter((device) => !device.approved));
       void this.serve(enrolment.deviceId);
-      void this.renderServed();
     }
     this.show(enrolment.state);
   }
@@ -91,19 +95,29 @@ class DevicePage {
     one(this.root, "[data-pending-empty]").hidden = devices.length > 0;
   }
 
-  /** Answer calls: the SDK's Device, once @hashee/sdk has it (./serving.ts). */
-  private async serve(deviceId: string): Promise<void> {
-    if (this.runtime !== null || startDevice === null) return;
-    const tools = browserTools(filePicker(one<HTMLDialogElement>(this.root, "[data-file-picker]")));
-    this.runtime = await startDevice({ store: this.store, deviceId, tools,
-      prompt: (request, timeoutMs) => this.prompt.ask(request, timeoutMs), changed: () => void this.renderServed() });
+  /** Answer calls in this tab (the one holding the device lock): the SDK's Device (./serving.ts). */
+  private serve(deviceId: string): Promise<void> {
+    this.starting ??= (async () => {
+      const tools = browserTools(filePicker(one<HTMLDialogElement>(this.root, "[data-file-picker]")));
+      this.runtime = await startDevice({ store: this.store, deviceId, tools,
+        prompt: (request, timeoutMs) => this.prompt.ask(request, timeoutMs), changed: () => void this.renderServed() });
+      await this.renderServed();
+    })().catch((error: unknown) => {
+      this.starting = null;
+      this.fail(error);
+    });
+    return this.starting;
   }
 
-  private async renderServed(): Promise<void> {
-    const agents = this.runtime === null ? [] : await this.runtime.agents();
-    this.renderAgents(agents);
-    const names = new Map(agents.map((agent) => [agent.agentId, agent.agentName]));
-    this.renderActivity((await new AuditLog(this.store).entries()).reverse(), names);
+  /** The agents and the activity, again: one render at a time, the last request always served. */
+  private renderServed(): Promise<void> {
+    this.rendering = this.rendering.then(async () => {
+      const agents = this.runtime === null ? [] : await this.runtime.agents();
+      this.renderAgents(agents);
+      const names = new Map(agents.map((agent) => [agent.agentId, agent.agentName]));
+      this.renderActivity((await new AuditLog(this.store).entries()).reverse(), names);
+    }).catch((error: unknown) => this.fail(error));
+    return this.rendering;
   }
 
   private renderAgents(agents: readonly ServedAgent[]): void {
@@ -111,13 +125,14 @@ class DevicePage {
       const { element, cell } = row(one<HTMLTemplateElement>(this.root, "template[data-agent-row]"));
       element.dataset["agent"] = agent.agentId;
       cell("agent").textContent = agent.agentName || agent.agentId;
-      cell("safety").textContent = agent.identityChanged ? text(this.texts, "identity_changed")
+      cell("safety").textContent = agent.identityChanged
+        ? `${text(this.texts, "identity_changed")}: ${agent.safetyNumber ?? text(this.texts, "unverified")}`
         : agent.safetyNumber ?? text(this.texts, "unverified");
       cell("verified").hidden = !agent.verified || agent.identityChanged;
       const verify = cell("verify");
       verify.hidden = agent.safetyNumber === null || (agent.verified && !agent.identityChanged);
       verify.addEventListener("click", () => void this.act(async () => {
-        await this.runtime?.markVerified(agent.relationId);
+        await this.runtime?.markVerified(agent);
         await this.renderServed();
       }));
       return element;
@@ -155,8 +170,10 @@ class DevicePage {
     if (action === "remove" && "deviceId" in this.current && window.confirm(text(this.texts, "confirm_remove"))) {
       const { deviceId } = this.current;
       await this.act(async () => {
+        await this.starting;
         await this.runtime?.stop();
         this.runtime = null;
+        this.starting = null;
         await this.enrolment.remove(deviceId);
         this.render({ state: "none" });
       });
@@ -191,7 +208,10 @@ function supported(): boolean {
 
 function main(): void {
   const root = document.querySelector<HTMLElement>("[data-device-app]");
-  if (root === null) return;
+  if (root === null) {
+    void signConsentForms(STORE_NAME, indexedDbStore); // the consent pages: signed when this browser is a device
+    return;
+  }
   const texts = loadTexts();
   const show = (view: View): void => {
     for (const name of VIEWS) one(root, `[data-view="${name}"]`).hidden = name !== view;

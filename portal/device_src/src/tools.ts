@@ -5,12 +5,12 @@
  * the device answers `denied: user_refused`, as the Python SDK's PlatformRefused.
  */
 
+import { PlatformRefused } from "@hashee/sdk";
+
 export type ToolHandler = (args: Readonly<Record<string, unknown>>) => Promise<Record<string, unknown>>;
 export type ToolHandlers = Readonly<Record<string, ToolHandler>>;
 
-/** The platform refused: answered `denied: user_refused`, not as a failure. (To be replaced
- * by the SDK's own class once @hashee/sdk exports one.) */
-export class PlatformRefused extends Error {}
+export { PlatformRefused };
 
 export const MAX_FILE_BYTES = 1024 * 1024;
 const APPROXIMATE_ACCURACY_M = 1000;
@@ -18,8 +18,10 @@ const APPROXIMATE_ACCURACY_M = 1000;
 /** Asks the person to pick a file, `hint` being the path the agent named; null: cancelled. */
 export type PickFile = (hint: string) => Promise<File | null>;
 
+/** The tools this browser has: a tool whose Web API is missing has no handler, so the SDK
+ * answers its calls `error: TOOL_UNAVAILABLE` (SPEC §12.1), as for any tool it does not know. */
 export function browserTools(pickFile: PickFile): ToolHandlers {
-  return {
+  const all: Record<string, ToolHandler> = {
     read_file: async (args) => fileResult(await pickOrRefuse(pickFile, String(args["path"] ?? ""))),
     send_notification: async (args) => {
       await notificationPermission();
@@ -36,6 +38,13 @@ export function browserTools(pickFile: PickFile): ToolHandlers {
     },
     get_location: async (args) => location(args["accuracy"] === "precise"),
   };
+  const has: Record<string, boolean> = {
+    read_file: "File" in globalThis,
+    send_notification: "Notification" in globalThis,
+    read_clipboard: typeof navigator.clipboard?.readText === "function",
+    get_location: "geolocation" in navigator,
+  };
+  return Object.fromEntries(Object.entries(all).filter(([name]) => has[name]));
 }
 
 async function pickOrRefuse(pickFile: PickFile, hint: string): Promise<File> {
@@ -63,7 +72,6 @@ function toBase64(bytes: Uint8Array): string {
 }
 
 async function notificationPermission(): Promise<void> {
-  if (!("Notification" in globalThis)) throw new Error("TOOL_UNAVAILABLE: no notifications in this browser");
   const permission = Notification.permission === "default" ? await Notification.requestPermission()
     : Notification.permission;
   if (permission !== "granted") throw new PlatformRefused("notifications are not allowed for this site");
