@@ -190,3 +190,21 @@ def test_bad_usage_exits_2(argv: list[str]) -> None:
 
 def test_an_unknown_card_shape_is_bad_usage(tmp_path: Path) -> None:
     run_failing(["card", write(tmp_path, "m.json", MANIFEST), "--shape", "v9"], 2, "USAGE_ERROR")
+
+
+@pytest.mark.parametrize("command", [["{python}", "-m", "hashee_sdk.core.cli"], ["{bin}/hashee", "manifest"]])
+def test_the_sdks_own_commands_say_what_failed_and_exit_non_zero(tmp_path: Path, command: list[str]) -> None:
+    """Issue 25: ``python -m hashee_sdk.core.cli validate missing.json`` printed nothing and
+    exited 0; the installed ``hashee`` script (SPEC §8) runs the same code."""
+    import subprocess
+    import sys
+
+    argv = [part.format(python=sys.executable, bin=Path(sys.executable).parent) for part in command]
+    missing = subprocess.run([*argv, "validate", str(tmp_path / "missing.json")], capture_output=True, text=True,
+                             timeout=60, check=False)
+    (tmp_path / "m.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    valid = subprocess.run([*argv, "validate", str(tmp_path / "m.json")], capture_output=True, text=True,
+                           timeout=60, check=False)
+
+    assert missing.returncode == 1 and json.loads(missing.stdout)["error"]["code"] == "FILE_NOT_FOUND"
+    assert valid.returncode == 0 and json.loads(valid.stdout)["ok"] is True

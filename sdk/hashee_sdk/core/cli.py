@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -82,6 +83,14 @@ def run(argv: Sequence[str]) -> tuple[int, dict[str, Any]]:
         error = {"code": exc.code, "message": exc.message, "details": exc.details}
         return exc.exit_code, {"ok": False, "command": COMMAND, "subcommand": subcommand, "error": error}
     return 0, {"ok": True, "command": COMMAND, "subcommand": subcommand, "data": data}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script ``hashee`` (and ``python -m hashee_sdk.core.cli``): prints the
+    result object and returns the exit code (SPEC §8)."""
+    code, result = run(sys.argv[1:] if argv is None else argv)
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    return code
 
 
 def _validate(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
@@ -251,3 +260,7 @@ def _valid_manifest(path: str, manifest: Any) -> ValidationResult:
 
 def _usage(message: str) -> NoReturn:
     raise CommandError(2, "USAGE_ERROR", f"{message} {USAGE}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
