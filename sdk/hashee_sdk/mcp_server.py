@@ -9,8 +9,10 @@ Secrets come from the environment only (a command line is visible to every local
 and to publishing the runtime's key: every other request and the socket carry a short-lived
 ``hat_`` token (SPEC §10.3), renewed before it expires. ``--manifest`` (``HASHEE_MANIFEST``) is
 the file the publisher publishes; it is read again when the agent's manifest changes.
-``--state-dir`` (``HASHEE_STATE_DIR``) keeps the runtime's key pair (mode 0600), its pins and
-its event cursor; ``--identity-key`` (``HASHEE_IDENTITY_KEY``) names the agent's private
+``--state-dir`` keeps the runtime's key pair (mode 0600), its pins and its event cursor; by
+default a folder of its own per agent, ``mcp-<agent id>`` in the SDK's state directory
+(``HASHEE_STATE_DIR``, else ``$XDG_DATA_HOME/hashee``, else ``~/.local/share/hashee``), so two
+bridges of different agents never share a key pair or a cursor; ``--identity-key`` (``HASHEE_IDENTITY_KEY``) names the agent's private
 identity JWK file, when the runtime may sign its own key with it (SPEC §9.1). Nothing is
 written to stdout but the protocol, and no key or payload is logged.
 """
@@ -32,7 +34,7 @@ from hashee_sdk.crypto import KeyPair
 from hashee_sdk.errors import SdkError
 from hashee_sdk.mcp_bridge import McpBridge
 from hashee_sdk.rest import HttpxTransport
-from hashee_sdk.store import LocalStore
+from hashee_sdk.store import LocalStore, state_folder
 
 logger = logging.getLogger("hashee_sdk.mcp_server")
 CONNECT_TIMEOUT_S = 15.0
@@ -45,7 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--manifest", type=Path, default=env("HASHEE_MANIFEST"), help="the agent's manifest (JSON)")
     parser.add_argument("--url", default=env("HASHEE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--agent-id", default=env("HASHEE_AGENT_ID"))
-    parser.add_argument("--state-dir", type=Path, default=Path(env("HASHEE_STATE_DIR", "~/.hashee-mcp")).expanduser())
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="where this bridge keeps its key pair and state (default: one folder per agent)")
     parser.add_argument("--identity-key", type=Path, default=env("HASHEE_IDENTITY_KEY"))
     parser.add_argument("--call-timeout", type=float, default=None, help="seconds a call may wait (default: the tool's)")
     parser.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
@@ -56,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                         ("--agent-id", args.agent_id)) if not value]
     if missing or not env("HASHEE_AGENT_KEY"):
         parser.error(f"missing: {', '.join(missing + ([] if env('HASHEE_AGENT_KEY') else ['HASHEE_AGENT_KEY']))}")
+    args.state_dir = (args.state_dir.expanduser() if args.state_dir is not None
+                      else state_folder("mcp", args.agent_id))
     return args
 
 

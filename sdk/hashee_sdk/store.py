@@ -83,8 +83,16 @@ def state_dir() -> Path:
 def state_file(kind: str, name: str) -> Path:
     """The state directory's SQLite file for one device (``kind`` "device") or runtime
     ("agent"), named by its id (characters other than ``[A-Za-z0-9._-]`` are replaced)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
-    return state_dir() / f"{kind}-{safe}.sqlite3"
+    return state_dir() / f"{_state_name(kind, name)}.sqlite3"
+
+
+def state_folder(kind: str, name: str) -> Path:
+    """A folder of the state directory for one process of ``kind`` (e.g. "mcp") and id."""
+    return state_dir() / _state_name(kind, name)
+
+
+def _state_name(kind: str, name: str) -> str:
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', name) or '_'}"
 
 
 def connect_private(path: str | Path) -> sqlite3.Connection:
