@@ -16,7 +16,6 @@ import asyncio
 import copy
 import os
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,23 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, FilePayload, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, FilePayload, Page, expect
 
 from agents.demo import DEMO_MANIFEST
 from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, PublicKeys, ToolResult
 from hashee_sdk.consent_statements import verify_consent
 from hashee_sdk.core.device_tools import manifest_entries
-from tests.e2e.live import LiveServer, demo_server
+from tests.e2e.browsers import ROOT, SHOTS, WAIT_MS, browser_server, chromium
+from tests.e2e.live import LiveServer
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WAIT_MS = 15_000
 CODE = re.compile(r"^\d{4} \d{4} \d{4}$")
 PROMPT_TIMEOUT_MS = 4000  # the page's test hook: shorter than the 30 s a person gets, never longer
 UNAVAILABLE_TOOL = "brew_coffee"  # DemoBot declares it; no browser has it
@@ -50,27 +44,14 @@ UNAVAILABLE_TOOL = "brew_coffee"  # DemoBot declares it; no browser has it
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """uvicorn on a free port with a fresh SQLite database holding the demo data."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; "
-                    ".ci/run installs it), or deselect them with -m 'not browser'.", pytrace=False)
-    home = tmp_path_factory.mktemp("device-e2e")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1",
-           "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m"}
-    env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
-    with demo_server(env, home) as live:
+    with browser_server(tmp_path_factory.mktemp("device-e2e")) as live:
         yield live
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 def new_context(browser: Browser) -> BrowserContext:

@@ -10,57 +10,33 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import secrets
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, expect
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
 from tests.changes import breaking
-from tests.e2e.live import LiveServer, demo_server, free_port
+from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server, chromium
+from tests.e2e.live import LiveServer, free_port
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-WAIT_MS = 15_000
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """uvicorn on a free port with a fresh SQLite database holding the demo data."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; "
-                    ".ci/run installs it), or deselect them with -m 'not browser'.", pytrace=False)
-    home = tmp_path_factory.mktemp("portal-e2e")
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "HASHEE_WEBHOOK_ALLOW_PRIVATE": "1", "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1",
-           # Every test logs its personas in again from 127.0.0.1; the throttle is tested elsewhere.
-           "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m"}
-    env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
-    with demo_server(env, home) as live:
+    with browser_server(tmp_path_factory.mktemp("portal-e2e"), HASHEE_WEBHOOK_ALLOW_PRIVATE="1") as live:
         yield live
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Module-scoped: Playwright's sync API keeps an event loop running while it is open,
-    which would break asyncio.run() in whatever tests xdist runs next on this worker."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
