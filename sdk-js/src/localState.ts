@@ -22,8 +22,14 @@ export type Party = "agent" | "user";
 // relation's keys with a "/".
 const part = (text: string): string => encodeURIComponent(text);
 
+/** Expired replay records are swept at most this often: a sweep reads every record, one
+ * IndexedDB transaction each, which on every call put tens of milliseconds before each prompt
+ * (bench/browser_device_checks.py). A record kept longer than its call's life harms nothing. */
+const SWEEP_EVERY_MS = 60_000;
+
 export class LocalState {
   private queue: Promise<unknown> = Promise.resolve();
+  private nextSweepMs = 0;
 
   constructor(readonly store: Store) {}
 
@@ -41,13 +47,16 @@ export class LocalState {
   rememberCall(call: { relationId: string; callId: string; messageId: string; expiresAtMs: number; nowMs: number }):
   Promise<string | null> {
     return this.serialized(async () => {
-      for (const key of await this.store.keys("calls/")) {
-        const seen = (await this.store.get(key)) as { expires_at_ms?: number } | undefined;
-        if ((seen?.expires_at_ms ?? 0) < call.nowMs) await this.store.delete(key);
+      if (call.nowMs >= this.nextSweepMs) {
+        for (const key of await this.store.keys("calls/")) {
+          const seen = (await this.store.get(key)) as { expires_at_ms?: number } | undefined;
+          if ((seen?.expires_at_ms ?? 0) < call.nowMs) await this.store.delete(key);
+        }
+        this.nextSweepMs = call.nowMs + SWEEP_EVERY_MS;
       }
       const key = `calls/${part(call.relationId)}/${part(call.callId)}`;
-      const seen = (await this.store.get(key)) as { message_id?: string } | undefined;
-      if (seen !== undefined) return String(seen.message_id ?? "");
+      const seen = (await this.store.get(key)) as { message_id?: string; expires_at_ms?: number } | undefined;
+      if (seen !== undefined && (seen.expires_at_ms ?? 0) >= call.nowMs) return String(seen.message_id ?? "");
       await this.store.set(key, { message_id: call.messageId, expires_at_ms: call.expiresAtMs });
       return null;
     });
