@@ -163,6 +163,12 @@ export class CallMalformed extends EnvelopeError {}
 /** A manifest whose hash (or signature) does not verify, or that another call names. */
 export class ManifestUnverified extends SdkError {}
 
+/** An answer of the server does not have the shape the API documents (a field missing, null,
+ * of another type, or about another relation): nothing of it is believed. A device refuses
+ * what depended on it (`answer_invalid` before the chain, `manifest_unverified` in it); an
+ * agent runtime throws it. */
+export class AnswerInvalid extends ManifestUnverified {}
+
 /** The server serves another identity for the agent than the one pinned for the relation:
  * nothing of the agent is believed until the user accepts the new safety number. */
 export class IdentityChanged extends ManifestUnverified {
