@@ -311,7 +311,8 @@ export class Device {
       if (error instanceof AgentChanged) reason = "agent_changed";
       else if (error instanceof IdentityChanged) reason = "identity_changed";
       else if (error instanceof UnknownSender) reason = "untrusted_sender";
-      else if (error instanceof EnvelopeError || error instanceof ManifestUnverified) reason = "envelope_invalid";
+      else if (error instanceof ManifestUnverified) reason = "answer_invalid"; // AnswerInvalid: a listing (or identity) of another shape
+      else if (error instanceof EnvelopeError) reason = "envelope_invalid";
       else throw error;
     }
     await this.refuse(relationId, message, reason, null, agentId);

@@ -94,6 +94,18 @@ export const DENIAL_REASONS = [
   "manifest_unverified",
   "consent_unverified",
 ] as const;
+/** Why a device dropped a message before the chain of SPEC §6, without answering it (audited,
+ * so the user sees what was stopped): docs/wire-spec.md §4 steps 1-3. */
+export const REFUSAL_REASONS = [
+  "envelope_invalid", // the envelope does not open or verify
+  "untrusted_sender", // signed by a key that is neither pinned nor vouched for
+  "identity_changed", // the agent's identity is not the pinned one: nothing is believed until accepted
+  "agent_changed", // the server presents the relation as another agent's than the one first seen
+  "answer_invalid", // an answer the check needs (the key listing) is not of the documented shape
+  "call_malformed", // a verified call without the fields of a tool call
+  "call_expired", // past expires_at, signed in the future, or claiming to live too long
+  "call_replayed", // (relation_id, call_id) seen before, even across a restart
+] as const;
 /** Old spellings a receiver still understands. */
 export const DENIAL_REASON_ALIASES = { user_rejected: "user_refused" } as const;
 
@@ -101,6 +113,7 @@ export type ApiErrorCode = keyof typeof API_ERRORS;
 export type DetailCode = keyof typeof DETAIL_CODES;
 export type ToolErrorCode = (typeof TOOL_ERROR_CODES)[number];
 export type DenialReason = (typeof DENIAL_REASONS)[number];
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
 /** One entry of an error's `details` (SPEC §2): a JSON pointer, a detail code, a message. */
 export interface ErrorDetail {
@@ -149,6 +162,12 @@ export class CallMalformed extends EnvelopeError {}
 
 /** A manifest whose hash (or signature) does not verify, or that another call names. */
 export class ManifestUnverified extends SdkError {}
+
+/** An answer of the server does not have the shape the API documents (a field missing, null,
+ * of another type, or about another relation): nothing of it is believed. A device refuses
+ * what depended on it (`answer_invalid` before the chain, `manifest_unverified` in it); an
+ * agent runtime throws it. */
+export class AnswerInvalid extends ManifestUnverified {}
 
 /** The server serves another identity for the agent than the one pinned for the relation:
  * nothing of the agent is believed until the user accepts the new safety number. */

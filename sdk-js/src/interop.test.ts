@@ -6,7 +6,7 @@ import { signConsent, statementBytes, verifyConsent } from "./consentStatements.
 import { hex } from "./encoding.js";
 import { openCopy, Recipient, seal } from "./envelope.js";
 import {
-  API_ERRORS, DENIAL_REASON_ALIASES, DENIAL_REASONS, DETAIL_CODES, TOOL_ERROR_CODES,
+  API_ERRORS, DENIAL_REASON_ALIASES, DENIAL_REASONS, DETAIL_CODES, REFUSAL_REASONS, TOOL_ERROR_CODES,
 } from "./errors.js";
 import { generatePrivateJwk, signManifest, verifyManifest } from "./jose.js";
 import { approveDevice, runtimeKeyVouched, signRuntimeKey } from "./statements.js";
@@ -64,5 +64,6 @@ test("the Python SDK and this one open and verify what the other made", { skip: 
   assert.deepEqual(Object.keys(DETAIL_CODES).sort(), registry.detail_codes);
   assert.deepEqual([...TOOL_ERROR_CODES], registry.tool_error_codes);
   assert.deepEqual([...DENIAL_REASONS], registry.denial_reasons);
+  assert.deepEqual([...REFUSAL_REASONS], registry.refusal_reasons);
   assert.deepEqual(DENIAL_REASON_ALIASES, registry.denial_reason_aliases);
 });

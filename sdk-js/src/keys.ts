@@ -5,7 +5,7 @@
  * approvals from the one root — so a key the server adds is never encrypted to nor believed.
  */
 import { PublicKeys, type KeyPair } from "./crypto.js";
-import { AmbiguousRoot, ApiError, InvalidPublicKey } from "./errors.js";
+import { AmbiguousRoot, AnswerInvalid, ApiError, InvalidPublicKey } from "./errors.js";
 import type { PublicJwk } from "./jose.js";
 import { callApi, type Transport } from "./rest.js";
 import { approveDevice, deviceApprovalValid, runtimeKeyVouched } from "./statements.js";
@@ -49,25 +49,43 @@ function parsed(data: unknown): PublicKeys | null {
   }
 }
 
-/** Parse `GET /h2a/relations/{id}/keys`; a key that does not parse is left out. */
-export function relationKeysFrom(body: any, nowMs: number): RelationKeys {
+/** Parse `GET /h2a/relations/{id}/keys` (about `relationId`, when given); a key that does not
+ * parse is left out. Throws AnswerInvalid for a listing of another shape. */
+export function relationKeysFrom(body: unknown, nowMs: number, relationId: string | null = null): RelationKeys {
+  const user = member(body, "user", "object");
+  const agent = member(body, "agent", "object");
+  const listedRelation = member(body, "relation_id", "string") as string;
+  const agentId = member(agent, "agent_id", "string") as string;
+  if (relationId !== null && listedRelation !== relationId) {
+    throw new AnswerInvalid(`asked for the keys of relation ${relationId}, the server listed another's`);
+  }
   const devices: DeviceKey[] = [];
-  for (const d of body?.user?.devices ?? []) {
+  for (const d of member(user, "devices", "array") as unknown[]) {
+    if (!isRecord(d) || typeof d["device_id"] !== "string") continue;
     const keys = parsed(d);
     if (keys === null) continue;
-    devices.push({ deviceId: String(d.device_id), keys, approvedByKeyId: text(d.approved_by_key_id), approval: text(d.approval),
-      status: d.revoked_at === null || d.revoked_at === undefined ? String(d.status || "approved") : "revoked" });
+    devices.push({ deviceId: d["device_id"], keys, approvedByKeyId: text(d["approved_by_key_id"]), approval: text(d["approval"]),
+      status: d["revoked_at"] === null || d["revoked_at"] === undefined ? String(d["status"] || "approved") : "revoked" });
   }
   const agentKeys: PublicKeys[] = [];
   const signatures = new Map<string, string>();
-  for (const k of body?.agent?.keys ?? []) {
-    const keys = parsed(k);
-    if (keys === null) continue;
+  for (const k of member(agent, "keys", "array") as unknown[]) {
+    const keys = isRecord(k) ? parsed(k) : null;
+    if (keys === null || !isRecord(k)) continue;
     agentKeys.push(keys);
-    if (typeof k.identity_signature === "string") signatures.set(keys.keyId, k.identity_signature);
+    if (typeof k["identity_signature"] === "string") signatures.set(keys.keyId, k["identity_signature"]);
   }
-  return { relationId: String(body.relation_id), agentId: String(body?.agent?.agent_id ?? ""), userDevices: devices, agentKeys,
-    fetchedAt: nowMs, refused: [], identitySignatures: signatures };
+  return { relationId: listedRelation, agentId, userDevices: devices, agentKeys, fetchedAt: nowMs, refused: [], identitySignatures: signatures };
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** `body[name]` if `body` is an object and the member is of `kind`; else AnswerInvalid. */
+function member(body: unknown, name: string, kind: "object" | "array" | "string"): unknown {
+  const value = isRecord(body) ? body[name] : undefined;
+  const fits = kind === "array" ? Array.isArray(value) : kind === "object" ? isRecord(value) : typeof value === "string";
+  if (!fits) throw new AnswerInvalid(`the server's key listing has no valid ${JSON.stringify(name)}`);
+  return value;
 }
 
 function approvalValid(device: DeviceKey, approver: PublicKeys): boolean {
@@ -124,7 +142,7 @@ export class KeyDirectory {
   private async listing(relationId: string, refresh = false): Promise<RelationKeys> {
     const cached = this.listings.get(relationId);
     if (cached !== undefined && !refresh && this.clock() - cached.fetchedAt < this.ttlMs) return cached;
-    let listed = relationKeysFrom(await callApi(this.transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock());
+    let listed = relationKeysFrom(await callApi(this.transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock(), relationId);
     if (this.verify === AGENT && this.device !== null) listed = await this.trustedDevices(listed, await this.deviceRootOf(listed));
     this.listings.set(relationId, listed);
     return listed;

@@ -13,7 +13,7 @@ import { compileManifest, type CompiledManifest } from "./contract.js";
 import type { PublicKeys } from "./crypto.js";
 import { verifyConsent } from "./consentStatements.js";
 import { b64urlDecode } from "./encoding.js";
-import { ApiError, ConsentInvalid, ManifestUnverified, SafetyNumberMismatch } from "./errors.js";
+import { AgentChanged, AnswerInvalid, ApiError, ConsentInvalid, ManifestUnverified, SafetyNumberMismatch } from "./errors.js";
 import { jwkThumbprint, type PublicJwk } from "./jose.js";
 import { relationKeysFrom, type KeyDirectory } from "./keys.js";
 import type { LocalState } from "./localState.js";
@@ -23,6 +23,8 @@ import { ManifestVerifier, publicIdentity, type VerifiedManifest } from "./trust
 
 const EMPTY = compileManifest({ tools: [], permission_scopes: [] });
 const HEX64 = /^[0-9a-f]{64}$/;
+/** A relation's status (SPEC §5.2). */
+const STATUSES: readonly string[] = ["active", "reauth_required", "revoked"];
 
 // --- pending re-consent (the stricter stand-in for the diff engine) -------------------------
 
@@ -149,9 +151,18 @@ export class RelationViews {
   /** The relation as the server states it, verified: a manifest that does not verify
    * (IdentityChanged included) gives a view that runs nothing. */
   async fetch(transport: Transport, relationId: string): Promise<RelationView> {
-    const relation = await callApi(transport, "GET", `/h2a/relations/${relationId}`);
-    const agentId = String(relation.agent_id);
-    const agent = await callApi(transport, "GET", `/agents/${agentId}`);
+    let relation: any;
+    let agent: any;
+    try {
+      [relation, agent] = await this.served(transport, relationId);
+    } catch (error) { // AnswerInvalid, AgentChanged, a refusal to answer: nothing of it is believed
+      if (!(error instanceof ManifestUnverified || error instanceof AgentChanged || error instanceof ApiError)) throw error;
+      console.warn(`hashee: relation ${relationId}: the server's answer is not believed: ${error.message}`);
+      return { relationId, agentId: (await this.state.pinnedAgent(relationId)) ?? "", agentName: "", granted: new Set(), revoked: false,
+        manifest: EMPTY, manifestVersion: null, pending: new Set(), unconfirmed: new Set(), unverified: error.message, safetyNumber: null,
+        unbacked: new Set(), consentRevoked: false, consentProblem: "" };
+    }
+    const agentId: string = relation.agent_id;
     const believed = await this.believe(relationId, agentId, relation);
     const granted = new Set<string>(Array.isArray(relation.granted_scopes) ? relation.granted_scopes.map(String) : []);
     const base = {
@@ -184,6 +195,21 @@ export class RelationViews {
       pending: new Set([...pending].filter((s) => !unbacked.has(s))), unconfirmed, unbacked, unverified: "",
       safetyNumber: await this.safetyNumber(relationId, agentId, identity),
     };
+  }
+
+  /** The relation and its agent as the server serves them, of the documented shape; throws
+   * AnswerInvalid, AgentChanged (another agent than the one first seen) or ApiError. */
+  private async served(transport: Transport, relationId: string): Promise<[Record<string, any>, Record<string, unknown>]> {
+    const relation = await callApi(transport, "GET", `/h2a/relations/${relationId}`);
+    const scopes = (name: string): boolean => Array.isArray(relation[name]) && relation[name].every((s: unknown) => typeof s === "string");
+    if (!isJsonObject(relation) || typeof relation["agent_id"] !== "string" || !STATUSES.includes(relation["status"] as string)
+      || !scopes("granted_scopes") || !scopes("pending_scopes")) {
+      throw new AnswerInvalid(`relation ${relationId} is not served as the API documents it`);
+    }
+    await this.keydir.pins.checkAgent(relationId, relation["agent_id"]);
+    const agent = await callApi(transport, "GET", `/agents/${relation["agent_id"]}`);
+    if (!isJsonObject(agent)) throw new AnswerInvalid(`agent ${relation["agent_id"]} is not served as the API documents it`);
+    return [relation, agent];
   }
 
   /** SPEC §9.6: the newest statement verified for this relation, the one served now included. */
@@ -311,7 +337,7 @@ export class RelationViews {
 
   /** The safety number with the identity the server serves now (to compare after a change). */
   async pendingSafetyNumber(transport: Transport, relationId: string): Promise<string | null> {
-    const keys = relationKeysFrom(await callApi(transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock());
+    const keys = relationKeysFrom(await callApi(transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock(), relationId);
     const served = publicIdentity(await this.keydir.servedIdentity(keys.agentId));
     return this.safetyNumber(relationId, keys.agentId, served);
   }
@@ -319,7 +345,7 @@ export class RelationViews {
   /** Pin the identity served now — only if it is the one the user compared (its safety number or kid). */
   async acceptIdentity(transport: Transport, relationId: string, compared: { safetyNumber?: string; kid?: string }): Promise<string> {
     if ((compared.safetyNumber === undefined) === (compared.kid === undefined)) throw new Error("name what the user compared: safetyNumber or kid");
-    const keys = relationKeysFrom(await callApi(transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock());
+    const keys = relationKeysFrom(await callApi(transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock(), relationId);
     const served = await this.keydir.servedIdentity(keys.agentId); // read once: what is compared is what is pinned
     const pub = publicIdentity(served);
     const number = await this.safetyNumber(relationId, keys.agentId, pub);

@@ -53,7 +53,8 @@ def made_here(agent: KeyPair, laptop: KeyPair, phone: KeyPair) -> dict[str, Any]
         "registry": {
             "api_errors": {code: c.http_status for code, c in API_ERRORS.items()},
             "detail_codes": sorted(codes.DETAIL_CODES), "tool_error_codes": list(codes.TOOL_ERROR_CODES),
-            "denial_reasons": list(codes.DENIAL_REASONS), "denial_reason_aliases": codes.DENIAL_REASON_ALIASES,
+            "denial_reasons": list(codes.DENIAL_REASONS), "refusal_reasons": list(codes.REFUSAL_REASONS),
+            "denial_reason_aliases": codes.DENIAL_REASON_ALIASES,
         },
     }
 

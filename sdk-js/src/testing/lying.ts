@@ -10,6 +10,8 @@ export type Rewrite = (body: any) => any;
 
 export class LyingTransport implements Transport {
   readonly rules: [string, Rewrite][] = [];
+  /** The latest honest answer to each GET path (before any rule rewrote it). */
+  readonly heard = new Map<string, unknown>();
 
   constructor(readonly inner: Transport) {}
 
@@ -21,6 +23,7 @@ export class LyingTransport implements Transport {
   async request(method: string, path: string, options?: RequestOptions): Promise<HttpResponse> {
     const response = await this.inner.request(method, path, options);
     let body = response.body;
+    if (method === "GET" && response.status >= 200 && response.status < 300) this.heard.set(path, JSON.parse(JSON.stringify(body ?? null)));
     for (const [suffix, rewrite] of this.rules) {
       if (method === "GET" && path.split("?")[0]!.endsWith(suffix) && response.status >= 200 && response.status < 300) {
         const changed = rewrite(JSON.parse(JSON.stringify(body)));

@@ -70,18 +70,23 @@ export class Scene {
       set: async (key, value) => (key === "secret/key-pair" ? original.set(key, value) : store.set(key, value)) };
   }
 
-  /** One call through the pipe, delivered `deliverAfterMs` later on bob's clock; null when no answer came back. */
-  async call(name: string, args: JsonObject, options: { agent?: Agent; deliverAfterMs?: number; device?: Device } = {}): Promise<ToolAnswer | null> {
+  /** One call through the pipe, delivered `deliverAfterMs` later on bob's clock; null when no answer came back.
+   * `untilAnswered`: null as soon as the device sent no answer, rather than after the agent's
+   * `timeoutMs` (the agent's call then times out on its own): under load, a wait on the wall
+   * clock is no measure of whether an answer comes. */
+  async call(name: string, args: JsonObject, options: { agent?: Agent; deliverAfterMs?: number; device?: Device; timeoutMs?: number;
+    untilAnswered?: boolean } = {}): Promise<ToolAnswer | null> {
     const agent = options.agent ?? this.agent;
     const sent = this.server.messages.length;
     let settled = false;
-    const task = agent.callTool(RELATION_ID, name, args, { timeoutMs: 300 }).then((a) => ({ a }), (e: unknown) => ({ e }))
+    const task = agent.callTool(RELATION_ID, name, args, { timeoutMs: options.timeoutMs ?? 300 }).then((a) => ({ a }), (e: unknown) => ({ e }))
       .finally(() => (settled = true));
     while (this.server.messages.length === sent && !settled) await sleep(2);
     if (!settled) {
       this.nowMs += options.deliverAfterMs ?? 0;
       await (options.device ?? this.device).handleFrame(this.server.frame(sent));
       if (this.server.messages.length > sent + 1) await agent.handleFrame(this.server.frame(sent + 1));
+      else if (options.untilAnswered) return null;
     }
     const outcome = await task;
     if ("a" in outcome) return outcome.a;
