@@ -88,25 +88,27 @@ def _stage(case: Case) -> tuple[Scene, Recorder, Recorder, Any]:
     return scene, user, agent, older
 
 
-def _honest_answers(name: str) -> dict[str, dict[str, Any]]:
-    """The GET answers each side reads for the case's call, as the honest server gives them."""
+def _honest_answers(name: str) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The GET answers each side reads for the case's call, as the honest server gives them,
+    and the ones it gave before the state changed (what a replay serves)."""
     case = CASES[name]
-    scene, user, agent, _ = _stage(case)
+    scene, user, agent, older = _stage(case)
     user.answers.clear()
     agent.answers.clear()
     scene.client._invalidate(RELATION_ID)
     scene.client.keydir.forget()
     scene.agent.keydir.forget()
     run(scene.call(case.tool, case.arguments))
-    return {"user": dict(user.answers), "agent": dict(agent.answers)}
+    return {"user": dict(user.answers), "agent": dict(agent.answers)}, older
 
 
 def _params() -> list[Any]:
     found = []
     for name in CASES:
-        for side, answers in _honest_answers(name).items():
+        honest, older = _honest_answers(name)
+        for side, answers in honest.items():
             for path, body in answers.items():
-                for lie in lies(body):
+                for lie in lies(body, older[side].get(path, MISSING)):
                     found.append(pytest.param(name, side, path, lie.pointer, lie.kind, id=f"{name}:{side}:{path}{lie}"))
     return found
 
