@@ -29,3 +29,26 @@ def row(label: str, samples: list[float], unit: str = "ms") -> str:
     scale = {"ms": 1e3, "us": 1e6}[unit]
     return (f"{label:<44} median {statistics.median(samples) * scale:9.3f} {unit}"
             f"   p95 {p95(samples) * scale:9.3f} {unit}   n={len(samples)}")
+
+
+async def alternate_round_trips(runtime: Any, relations: dict[str, str], *, warm_up: int, calls: int,
+                                time_box_s: float | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``send_notification`` through ``runtime`` to each relation's device in turn (one side
+    after the other, so load hits both alike): seconds per call and the 1-minute load beside
+    each, after ``warm_up`` rounds."""
+    import os
+
+    samples: dict[str, list[float]] = {side: [] for side in relations}
+    loads: dict[str, list[float]] = {side: [] for side in relations}
+    deadline = time.monotonic() + time_box_s if time_box_s is not None else None
+    for i in range(warm_up + calls):
+        for side, relation_id in relations.items():
+            assert deadline is None or time.monotonic() < deadline, "over the time box"
+            started = time.perf_counter()
+            result = await runtime.call_tool(relation_id, "send_notification", {"title": f"#{i}"}, timeout=30)
+            took = time.perf_counter() - started
+            assert (result.status, result.result) == ("ok", {"shown": True}), (side, result.status, result.reason)
+            if i >= warm_up:
+                samples[side].append(took)
+                loads[side].append(os.getloadavg()[0])
+    return samples, loads

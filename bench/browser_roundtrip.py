@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _browser_device import SETTINGS, browser_device, browser_server, demobot
-from _stats import p95, row
+from _stats import alternate_round_trips, p95, row
 
 CALLS = 50  # per device, after the warm-up
 WARM_UP = 5
@@ -53,21 +53,10 @@ async def round_trips(server, agent_id: str, agent_key: str, manifest: dict, pyt
         listeners = [asyncio.create_task(client.listen(server.url, python_key, connected=ready[0])),
                      asyncio.create_task(runtime.listen(server.url, agent_key, connected=ready[1]))]
         relations = {"browser": browser_relation, "python": python_relation}
-        samples: dict[str, list[float]] = {"browser": [], "python": []}
-        loads: dict[str, list[float]] = {"browser": [], "python": []}
-        deadline = time.monotonic() + TIME_BOX_S
         try:
             await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), timeout=30)
-            for i in range(WARM_UP + CALLS):
-                for side, relation_id in relations.items():
-                    assert time.monotonic() < deadline, "over the time box"
-                    started = time.perf_counter()
-                    result = await runtime.call_tool(relation_id, "send_notification", {"title": f"#{i}"}, timeout=30)
-                    took = time.perf_counter() - started
-                    assert (result.status, result.result) == ("ok", {"shown": True}), (side, result.status, result.reason)
-                    if i >= WARM_UP:
-                        samples[side].append(took)
-                        loads[side].append(os.getloadavg()[0])
+            samples, loads = await alternate_round_trips(runtime, relations, warm_up=WARM_UP, calls=CALLS,
+                                                         time_box_s=TIME_BOX_S)
         finally:
             for task in listeners:
                 task.cancel()

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "sdk"))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hashee.settings")
 
-from _stats import p95, row  # noqa: E402
+from _stats import alternate_round_trips, p95, row  # noqa: E402
 
 from agents.demo import DEMO_MANIFEST  # noqa: E402
 from tests.e2e.live import LiveServer, demo_server, sqlite_demo_server  # noqa: E402
@@ -58,19 +58,9 @@ async def round_trips(server: LiveServer, agent: OwnedAgent, relations: dict[str
     ready = [asyncio.Event(), asyncio.Event()]
     listeners = [asyncio.create_task(client.listen(server.url, python_key, connected=ready[0])),
                  asyncio.create_task(runtime.listen(server.url, agent.key, connected=ready[1]))]
-    samples: dict[str, list[float]] = {"ts": [], "python": []}
-    loads: dict[str, list[float]] = {"ts": [], "python": []}
     try:
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), timeout=30)
-        for i in range(WARM_UP + CALLS):
-            for side, relation_id in relations.items():
-                started = time.perf_counter()
-                result = await runtime.call_tool(relation_id, "send_notification", {"title": f"#{i}"}, timeout=30)
-                took = time.perf_counter() - started
-                assert result.ok, (side, result.status, result.reason)
-                if i >= WARM_UP:
-                    samples[side].append(took)
-                    loads[side].append(os.getloadavg()[0])
+        samples, loads = await alternate_round_trips(runtime, relations, warm_up=WARM_UP, calls=CALLS)
     finally:
         for task in listeners:
             task.cancel()

@@ -196,7 +196,7 @@ class AgentRuntime(FrameConsumer):
         root = await self.keydir.listed_root(str(relation_id))
         number = await self._number(root)
         if safety_number is not None:
-            compared = number is not None and _digits(number) == _digits(safety_number)
+            compared = number is not None and statements.same_safety_number(number, safety_number)
         else:
             compared = root is not None and root.key_id == root_key_id
         if root is None or not compared:
@@ -458,6 +458,3 @@ class AgentRuntime(FrameConsumer):
                 return copy["recipient_key_id"], pending
         return None
 
-
-def _digits(text: str) -> str:
-    return "".join(ch for ch in text if ch.isdigit())

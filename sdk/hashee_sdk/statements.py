@@ -82,6 +82,13 @@ def fingerprint(public_key: bytes, stable_id: str) -> str:
     return "".join(f"{int.from_bytes(digest[i:i + 5], 'big') % 100000:05d}" for i in range(0, 30, 5))
 
 
+def same_safety_number(shown: str, compared: str) -> bool:
+    """Whether two safety numbers are the same digits, however grouped or spaced."""
+    def digits(number: str) -> str:
+        return "".join(ch for ch in number if ch.isdigit())
+    return digits(shown) == digits(compared) != ""
+
+
 def safety_number(*, agent_id: str, agent_identity: bytes, user_root_device: bytes) -> str:
     """The 60-digit safety number of a relation: both fingerprints, the smaller first,
     in twelve groups of five separated by spaces."""

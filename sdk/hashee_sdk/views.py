@@ -285,7 +285,7 @@ class RelationViews:
         served = await self.keydir.served_identity(keys.agent_id)  # read once: what is compared is what is pinned
         number = await self._number(relation_id, keys.agent_id, served)
         served_kid = signing.jwk_thumbprint(public_identity(served)) if served is not None else None
-        compared = kid == served_kid if kid is not None else _digits(safety_number or "") == _digits(number or "")
+        compared = kid == served_kid if kid is not None else statements.same_safety_number(number or "", safety_number or "")
         if served_kid is None or number is None or not compared:
             logger.warning("relation %s: the identity served now is not the one the user compared; nothing pinned",
                            relation_id)
@@ -307,6 +307,3 @@ class RelationViews:
                                   now=self.clock(), relation_id=relation_id)
         return await self._number(relation_id, keys.agent_id, await self.keydir.served_identity(keys.agent_id))
 
-
-def _digits(number: str) -> str:
-    return "".join(ch for ch in number if ch.isdigit())

@@ -35,8 +35,7 @@ def test_each_schema_is_a_closed_draft_2020_12_object_schema(anon: APIClient, pa
     for tool in served(anon)["tools"]:
         schema = tool[part]
         jsonschema.Draft202012Validator.check_schema(schema)
-        variants = schema.get("oneOf", [schema])
-        assert schema["type"] == "object" and all(v["additionalProperties"] is False for v in variants), tool["name"]
+        assert schema["type"] == "object" and schema["additionalProperties"] is False, tool["name"]
 
 
 @pytest.mark.parametrize(("name", "arguments", "valid"), [
@@ -64,3 +63,17 @@ def test_alice_publishes_an_agent_declaring_all_four(alice: Any) -> None:
     agent, _, _ = services.agent_create(owner=alice, name="Helper", capability_manifest=manifest)
     assert agent.capability_manifest is not None
     assert [t["name"] for t in agent.capability_manifest["tools"]] == list(STANDARD_TOOL_NAMES)
+
+
+@pytest.mark.parametrize(("result", "valid"), [
+    ({"name": "a.txt", "media_type": "text/plain", "size": 1, "text": "a"}, True),
+    ({"name": "a.bin", "media_type": "application/octet-stream", "size": 1, "base64": "AA=="}, True),
+    ({"name": "a", "media_type": "text/plain", "size": 1, "text": "a", "base64": "YQ=="}, False),
+    ({"name": "a", "media_type": "text/plain", "size": 1}, False),
+    ({"name": "a", "media_type": "text/plain", "size": 1, "text": "a", "path": "/etc"}, False),
+])
+def test_read_files_result_is_its_text_or_its_bytes_and_nothing_else(anon: APIClient, result: Any,
+                                                                      valid: bool) -> None:
+    schema = next(t for t in served(anon)["tools"] if t["name"] == "read_file")["output_schema"]
+
+    assert jsonschema.Draft202012Validator(schema).is_valid(result) is valid

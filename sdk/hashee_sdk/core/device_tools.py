@@ -28,11 +28,12 @@ STANDARD_TOOLS: Final[tuple[dict[str, Any], ...]] = (
      "description": "Read a file you choose on this device",
      "input_schema": {**_OBJECT, "properties": {"path": {"type": "string", "maxLength": 1024}},
                       "required": ["path"]},
-     "output_schema": {"oneOf": [
-         {**_OBJECT, "properties": {**_FILE_COMMON, "text": {"type": "string"}},
-          "required": ["name", "media_type", "size", "text"]},
-         {**_OBJECT, "properties": {**_FILE_COMMON, "base64": {"type": "string"}},
-          "required": ["name", "media_type", "size", "base64"]}], "type": "object"}},
+     # Closed at the top like every schema of the table (SPEC §12.1); exactly one of the two
+     # forms of the content.
+     "output_schema": {**_OBJECT, "properties": {**_FILE_COMMON, "text": {"type": "string"},
+                                                 "base64": {"type": "string"}},
+                       "required": ["name", "media_type", "size"],
+                       "oneOf": [{"required": ["text"]}, {"required": ["base64"]}]}},
     {"name": "send_notification", "permission_scope": "notification:send",
      "description": "Show a notification on this device",
      "input_schema": {**_OBJECT, "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 120},
