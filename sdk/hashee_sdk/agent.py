@@ -62,7 +62,7 @@ from hashee_sdk.errors import (
     WebhookInvalid,
     WrongRecipient,
 )
-from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.events import FrameConsumer, frame_parts, listen
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
@@ -328,6 +328,8 @@ class AgentRuntime(FrameConsumer):
 
     async def observe_relation(self, relation: Mapping[str, Any]) -> None:
         """Verify and keep the consent statement a relation event carries (SPEC §9.6)."""
+        if not isinstance(relation, Mapping):
+            return
         served = relation.get("consent_statement")
         if served is None:
             return
@@ -352,7 +354,7 @@ class AgentRuntime(FrameConsumer):
 
     async def handle_frame(self, frame: Mapping[str, Any]) -> None:
         """Act on one event frame (socket, poll or webhook)."""
-        kind, data = frame.get("type"), frame.get("data") or {}
+        kind, data = frame_parts(frame)
         if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
             await self.observe_relation(data.get("relation") or {})
         if kind == EventType.MESSAGE_NEW:

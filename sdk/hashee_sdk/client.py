@@ -58,7 +58,7 @@ from hashee_sdk.errors import (
     UnknownSender,
     WrongRecipient,
 )
-from hashee_sdk.events import FrameConsumer, listen
+from hashee_sdk.events import FrameConsumer, frame_parts, listen
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import Transport, call_api, send_message
@@ -326,7 +326,7 @@ class UserClient(FrameConsumer):
 
     async def handle_frame(self, frame: Mapping[str, Any]) -> dict[str, Any] | None:
         """Act on one event frame; returns the tool_response sent, if any."""
-        kind, data = frame.get("type"), frame.get("data") or {}
+        kind, data = frame_parts(frame)
         if kind == EventType.MESSAGE_NEW:
             return await self.handle_message(str(data.get("relation_id")), data.get("message") or {})
         if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):

@@ -128,6 +128,16 @@ def _frame(text: str | bytes) -> dict[str, Any] | None:
     return None  # e.g. {"type": "pong"}
 
 
+def frame_parts(frame: Any) -> tuple[Any, Mapping[str, Any]]:
+    """(type, data) of an event frame; a frame or data that is not an object is read as an
+    empty one (nothing in it is believed: the SDKs check what they act on)."""
+    if not isinstance(frame, Mapping):
+        logger.warning("an event frame that is not an object was ignored")
+        return None, {}
+    data = frame.get("data")
+    return frame.get("type"), data if isinstance(data, Mapping) else {}
+
+
 class FrameConsumer:
     """What both ends of the SDK do with event frames, however they arrive: ``handle_frame``
     each one (the subclass's), one bad frame never stopping the rest."""

@@ -155,3 +155,47 @@ def test_a_lie_never_runs_what_the_honest_state_would_not(name: str, side: str, 
         if message["msg_subtype"] == "artifact_tool_call":
             recipients = {copy_["recipient_key_id"] for copy_ in message["payload"]["copies"]}
             assert recipients <= {scene.device.key_id}, "the agent sealed a call to a key bob never vouched for"
+
+
+# --- events: what the server pushes, rewritten the same ways --------------------------------
+
+
+def _event_params() -> list[Any]:
+    scene, older = _signed_withdrawal()
+    frame = scene.server.relation_frame("h2a.relation_updated")
+    return [pytest.param(lie.pointer, lie.kind, id=f"relation_updated{lie}") for lie in lies(frame, older)]
+
+
+def _signed_withdrawal() -> tuple[Scene, Any]:
+    """Bob's device withdrew location:read, signed; the agent and the device were told (the
+    honest event, with the statement). Returns the scene and the event before the withdrawal
+    (with bob's earlier signed grant of every scope: what a replay serves)."""
+    scene, _, _, _ = _stage(CASES["allowed"])
+    run(scene.client.reconsent(RELATION_ID, list(scene.server.granted)))  # signed: every scope, location too
+    older = scene.server.relation_frame("h2a.relation_updated")
+    run(scene.agent.handle_frame(older))
+    _withdraw_location(scene)
+    honest = scene.server.relation_frame("h2a.relation_updated")
+    run(scene.agent.handle_frame(honest))
+    run(scene.client.handle_frame(honest))
+    return scene, older
+
+
+@pytest.mark.parametrize(("pointer", "kind"), _event_params())
+def test_a_lying_relation_event_never_gives_back_what_bob_withdrew(pointer: tuple[Any, ...], kind: str) -> None:
+    scene, older = _signed_withdrawal()
+    believed = scene.agent.consents.newest(RELATION_ID)
+    honest = scene.server.relation_frame("h2a.relation_updated")
+    lie = next(lie for lie in lies(honest, older) if lie.pointer == pointer and lie.kind == kind)
+    lied = lie.apply(honest)
+
+    run(scene.agent.handle_frame(lied))  # neither side raises, whatever the frame
+    run(scene.client.handle_frame(lied))
+    try:
+        result: ToolResult | None = run(scene.call("locate", {}))
+    except SdkError:  # the agent refuses before sending: what bob's statement says still holds
+        result = None
+
+    assert scene.agent.consents.newest(RELATION_ID) == believed
+    assert ("locate", {}) not in scene.handlers.calls
+    assert result is None or result.reason in STABLE
