@@ -1,12 +1,15 @@
 """Login attempts are throttled per client address and per username, on the portal's login
 and the admin's alike.
 
-Every POST of a login form counts once against its address (IPv6 by /64, django-ratelimit's
-``ip`` key) and once against the username it names, in fixed windows counted atomically in
-the shared cache (Redis with REDIS_URL, so the limits hold across workers). Over either
-limit the form is refused, password unchecked, with 429 and a message saying when to try
-again. Successful logins count too: the count is taken before the password is checked, so
-parallel guesses cannot slip past it.
+Failed logins count against the client's address (IPv6 by /64, django-ratelimit's ``ip``
+key) and against the username they name, in fixed windows counted atomically in the shared
+cache (Redis with REDIS_URL, so the limits hold across workers). Over either limit the form
+is refused, password unchecked, with 429 and a message saying when to try again.
+
+Every attempt is counted *before* its password is checked, so parallel guesses cannot slip
+past the limit; an attempt that logs in is then counted again in a second counter of the
+same window (``….ok``), which the limit subtracts. So only failures use up the limit: a
+person switching between accounts is never locked out, a guesser is.
 """
 
 from __future__ import annotations
@@ -29,18 +32,34 @@ from django_ratelimit.core import get_usage
 USERNAME_KEY_LENGTH = 150  # Django's username length: longer input cannot name a user
 
 
+def _limits(username: str) -> list[tuple[str, Any, str]]:
+    name = username.strip().casefold()[:USERNAME_KEY_LENGTH]
+    return [("login.ip", "ip", settings.HASHEE_LOGIN_RATE_PER_IP),
+            ("login.username", lambda group, request: name, settings.HASHEE_LOGIN_RATE_PER_USERNAME)]
+
+
 def login_attempt_take(*, request: HttpRequest, username: str) -> int | None:
     """Count one login attempt; the seconds until another may be made, or None if this one may."""
-    name = username.strip().casefold()[:USERNAME_KEY_LENGTH]
-    waits = [_take(request, "login.ip", "ip", settings.HASHEE_LOGIN_RATE_PER_IP),
-             _take(request, "login.username", lambda group, request: name, settings.HASHEE_LOGIN_RATE_PER_USERNAME)]
+    waits = [_take(request, group, key, rate) for group, key, rate in _limits(username)]
     refused = [wait for wait in waits if wait is not None]
     return max(refused) if refused else None
 
 
+def login_succeeded(*, request: HttpRequest, username: str) -> None:
+    """The attempt just taken logged in: it no longer counts against either limit."""
+    for group, key, rate in _limits(username):
+        get_usage(request, group=f"{group}.ok", key=key, rate=rate, increment=True)
+
+
 def _take(request: HttpRequest, group: str, key: Any, rate: str) -> int | None:
     usage = get_usage(request, group=group, key=key, rate=rate, increment=True)
-    if usage is None or not usage["should_limit"]:
+    if usage is None:
+        return None
+    # Same key, rate and so window: the successes counted in this attempts window.
+    succeeded = get_usage(request, group=f"{group}.ok", key=key, rate=rate, increment=False)
+    failures = usage["count"] - (succeeded["count"] if succeeded is not None else 0)
+    # A count of 0 is django-ratelimit's "the cache failed" (this attempt was counted otherwise): refused.
+    if not usage["should_limit"] or (usage["count"] > 0 and failures <= usage["limit"]):
         return None
     # The window's last second still belongs to it: the next one begins a second later.
     return max(1, int(usage["time_left"]) + 1)
@@ -63,6 +82,8 @@ class ThrottledLoginMixin:
                          "Too many login attempts. Try again in %(minutes)d minutes.", minutes),
                 code="throttled", params={"minutes": minutes})
         cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
+        if self.request is not None:  # reached only when the password was right
+            login_succeeded(request=self.request, username=str(self.data.get("username", "")))
         return cleaned
 
 

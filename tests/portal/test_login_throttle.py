@@ -71,3 +71,25 @@ def test_a_successful_login_under_the_limits_is_untouched() -> None:
     response = attempt("/portal/login/", bob.username, PASSWORD, an_address())
 
     assert response.status_code == 302 and response["Location"] == "/portal/"
+
+
+def test_successful_logins_do_not_use_up_the_limits() -> None:
+    """Switching between accounts from one address, many times over, never locks anyone out."""
+    address, bob, carol = an_address(), a_user(), a_user()
+
+    statuses = [attempt("/portal/login/", user.username, PASSWORD, address).status_code
+                for _ in range(30) for user in (bob, carol)]
+
+    assert statuses == [302] * 60
+
+
+def test_only_failures_count_towards_a_usernames_limit() -> None:
+    bob = a_user()
+    fails = [attempt("/portal/login/", bob.username, "wrong", an_address()).status_code for _ in range(9)]
+    logged_in = attempt("/portal/login/", bob.username, PASSWORD, an_address())
+    tenth_failure = attempt("/portal/login/", bob.username, "wrong", an_address())
+
+    refused = attempt("/portal/login/", bob.username, PASSWORD, an_address())
+
+    assert fails == [200] * 9 and logged_in.status_code == 302 and tenth_failure.status_code == 200
+    assert refused.status_code == 429 and "Too many login attempts" in refused.content.decode()
