@@ -18,6 +18,8 @@ from tests.changes import padded_by_a_fallback
 
 pytestmark = pytest.mark.django_db
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def run(*args: str) -> str:
     out = io.StringIO()
@@ -96,3 +98,16 @@ def test_seed_demo_is_idempotent(db: Any) -> None:
 
     assert Agent.objects.filter(name="DemoBot").count() == 1
     assert Agent.objects.get(name="DemoBot").capability_manifest_version == 1
+
+
+def test_manifest_diff_warns_offline_as_the_server_would(tmp_path: Path) -> None:
+    """A breaking change that keeps agent_version's major version: the offline diff says so."""
+    v2 = json.loads((ROOT / "examples" / "manifest-v2.json").read_text())
+    v2["agent_version"] = "1.1.0"
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(v2))
+
+    out = json.loads(run("manifest", "diff", str(ROOT / "examples" / "manifest.json"), str(path)))
+
+    assert out["data"]["breaking"] is True
+    assert [(w["code"], w["path"]) for w in out["data"]["warnings"]] == [("AGENT_VERSION_NOT_BUMPED", "/agent_version")]

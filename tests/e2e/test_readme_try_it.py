@@ -60,13 +60,15 @@ def test_the_readme_block_creates_v1_saves_v2_and_diffs_them(server: LiveServer)
     assert key == create == ""  # both set shell variables
     preview_body: dict[str, Any] = json.loads(preview)
     assert preview_body["dry_run"] is True and preview_body["scopes_requiring_reauth"] == ["notes:write"]
+    assert preview_body["warnings"] == []  # v2 raises agent_version's major version, as a breaking change must
     assert json.loads(save)["capability_manifest_version"] == 2
     diff_body = json.loads(diff)
     assert (diff_body["from"], diff_body["to"], diff_body["breaking"]) == (1, 2, True)
     assert [c["rule"] for c in diff_body["breaking_changes"]] == ["SCOPE_ADDED"]
     validated = json.loads(validate)["data"]
     assert validated["valid"] is True and validated["warnings"] == []
-    assert json.loads(offline_diff)["data"]["breaking_changes"] == diff_body["breaking_changes"]
+    offline = json.loads(offline_diff)["data"]
+    assert offline["breaking_changes"] == diff_body["breaking_changes"] and offline["warnings"] == []
 
 
 def test_the_files_the_block_reads_are_in_the_repository() -> None:

@@ -44,6 +44,7 @@ from hashee_sdk.core.signing import (
     verify_manifest,
 )
 from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
+from hashee_sdk.core.versions import version_bump_warnings
 
 COMMAND = "manifest"
 USAGE = (
@@ -113,8 +114,14 @@ def _diff(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
     old_path, new_path = _expect(positional, options, files=2)
     old, new = _load(old_path), _load(new_path)
     _valid_manifest(old_path, old)
-    _valid_manifest(new_path, new)
-    return diff_summary(diff_manifests(old, new))
+    checked = _valid_manifest(new_path, new)
+    summary = diff_summary(diff_manifests(old, new))
+    # What the server's PATCH would warn about: the new version's own warnings, and a breaking
+    # change that keeps agent_version's major version.
+    bump = version_bump_warnings(previous=old["agent_version"], current=new["agent_version"],
+                                 breaking=bool(summary["breaking"]))
+    summary["warnings"] = [issue.as_dict() for issue in [*checked.warnings, *bump]]
+    return summary
 
 
 def _card(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
