@@ -9,9 +9,11 @@ from django.db import transaction
 from agents import services
 from agents.apikey_services import api_key_create
 from agents.demo import DEMO_MANIFEST
-from agents.models import Agent
+from agents.models import Agent, ApiKey
 
 DEMO_PASSWORD = "hashee-demo"  # noqa: S105 (documented demo login)
+DEMO_KEY_NAME = "demo"
+
 
 class Command(BaseCommand):
     help = "Create the demo owner (alice), user (bob), operator (admin) and DemoBot agent, idempotently."
@@ -32,10 +34,13 @@ class Command(BaseCommand):
             agent, _, _ = services.agent_create(
                 owner=users["alice"], name="DemoBot", capability_manifest=DEMO_MANIFEST,
                 description="A demo agent that reads a file you choose and sends notifications.")
-        _, secret = api_key_create(user=users["alice"], name="demo")
-        self.stdout.write(
-            f"Demo ready. Log in at /portal/ or /admin/ with password {DEMO_PASSWORD!r}:\n"
-            f"  admin (operator), alice (owner of DemoBot), bob (a user)\n"
-            f"  DemoBot: /agents/{agent.pk}\n"
-            f"  alice's API key (shown once):\n{secret}"
-        )
+        header = (f"Demo ready. Log in at /portal/ or /admin/ with password {DEMO_PASSWORD!r}:\n"
+                  f"  admin (operator), alice (owner of DemoBot), bob (a user)\n"
+                  f"  DemoBot: /agents/{agent.pk}\n")
+        if ApiKey.objects.filter(user=users["alice"], agent=None, name=DEMO_KEY_NAME, revoked_at=None).exists():
+            # Shown once, when it was made; another run mints no other.
+            self.stdout.write(header + "  alice's demo API key was shown when it was made; another: "
+                              "manage.py create_api_key alice")
+            return
+        _, secret = api_key_create(user=users["alice"], name=DEMO_KEY_NAME)
+        self.stdout.write(header + f"  alice's API key (shown once):\n{secret}")
