@@ -14,12 +14,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from agents.auth import AgentPrincipal
 from agents.models import Agent
+from eventlog import ordering
 from eventlog.models import Event
 from eventlog.services import EVENT_LOG_LOCK, event_emit, ring_doorbell
 from hashee.errors import HasheeError
@@ -27,7 +28,7 @@ from hashee_sdk.core.event_types import EventType
 from relations.models import Relation
 from relations.selectors import relation_with_agent
 from toolcalls import idempotency, statements
-from toolcalls.models import IdempotencyKey, Message
+from toolcalls.models import Message
 from toolcalls.ratelimit import tool_call_take
 from toolcalls.serializers import message_input
 
@@ -86,27 +87,47 @@ def message_send(*, principal: Any, relation_id: Any, data: Callable[[], Any],
     """Send a message from ``principal`` (an AgentPrincipal or a user) into relation
     ``relation_id``; ``data`` reads the message (the request's JSON body), once the
     relation is known, so that an unknown relation is 404 whatever the body. Raises, in
-    this order: NOT_FOUND, the body's errors (VALIDATION_ERROR…), an Idempotency-Key's
-    (IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_IN_USE; a replay returns the first answer),
-    message_check's, RATE_LIMITED."""
+    this order: NOT_FOUND, the body's errors (VALIDATION_ERROR…), message_check's and
+    RATE_LIMITED. With an Idempotency-Key, a request the key already answered is answered
+    again (a replay), and another request under it is IDEMPOTENCY_KEY_REUSED, whatever
+    message_check would say now (RATE_LIMITED aside: every request counts, as Stripe's)."""
     sender = sender_for(principal=principal, relation_id=relation_id)
     body = data()
     if not isinstance(body, dict):
         raise HasheeError("VALIDATION_ERROR", "The request body must be a JSON object.")
     fields = message_input(body)
     if idempotency_key is None:
-        return _send(sender, fields)
-    found = idempotency.idempotency_begin(
+        size, headers = _admit(sender, fields)
+        return Sent(201, _output(_message_store(sender=sender, size=size, **fields)), headers)
+    claim = idempotency.idempotency_claim(
         principal=_principal_key(sender), key=idempotency_key,
         fingerprint=idempotency.fingerprint(method="POST", body=body,
                                             path=reverse("messages", kwargs={"relation_id": relation_id})))
-    if isinstance(found, dict):
-        return Sent(found["status"], found["body"], found["headers"], replayed=True)
     try:
-        return _send(sender, fields, claim=found)
-    except BaseException:
-        idempotency.idempotency_release(claim=found)
+        size, headers = _admit(sender, fields)
+    except HasheeError as error:
+        if error.code != "RATE_LIMITED" and (replayed := _replay(claim)) is not None:
+            return replayed
         raise
+
+    def store_key(message: Message) -> None:
+        idempotency.idempotency_store(claim=claim, status=201, body=_output(message), headers=headers)
+
+    for _ in range(2):  # a second time only when the key had expired (deleted by _replay)
+        try:
+            with transaction.atomic():  # the key with its response, the message and its event
+                message = _message_store(sender=sender, size=size, **fields, before_event=store_key)
+            return Sent(201, _output(message), headers)
+        except IntegrityError:  # the key is taken: this transaction stored nothing
+            replayed = _replay(claim)
+            if replayed is not None:
+                return replayed
+    raise HasheeError("IDEMPOTENCY_KEY_IN_USE", "A request with this Idempotency-Key is in progress.")
+
+
+def _replay(claim: idempotency.Claim) -> Sent | None:
+    found = idempotency.idempotency_stored(claim=claim)
+    return None if found is None else Sent(found["status"], found["body"], found["headers"], replayed=True)
 
 
 def sender_for(*, principal: Any, relation_id: Any) -> Sender:
@@ -125,7 +146,9 @@ def _principal_key(sender: Sender) -> str:
     return f"agent:{relation.agent_id}" if sender.kind == "agent" else f"user:{relation.user_id}"
 
 
-def _send(sender: Sender, fields: dict[str, Any], *, claim: IdempotencyKey | None = None) -> Sent:
+def _admit(sender: Sender, fields: dict[str, Any]) -> tuple[int, dict[str, str]]:
+    """message_check's rules, then a tool call's rate limit (counted here); the payload's
+    size and the rate-limit headers of the answer."""
     size = message_check(sender=sender, msg_subtype=fields["msg_subtype"], payload=fields["payload"])
     headers: dict[str, str] = {}
     if fields["msg_subtype"] == Message.Subtype.ARTIFACT_TOOL_CALL:
@@ -134,13 +157,7 @@ def _send(sender: Sender, fields: dict[str, Any], *, claim: IdempotencyKey | Non
         if usage.limited:
             raise HasheeError("RATE_LIMITED", f"At most {usage.limit} tool calls per minute per agent.",
                               headers={**headers, "Retry-After": str(usage.retry_after())})
-    if claim is None:  # one statement on PostgreSQL (_message_store)
-        body = _output(_message_store(sender=sender, size=size, **fields))
-    else:
-        with transaction.atomic():  # the message and the stored response, together
-            body = _output(_message_store(sender=sender, size=size, **fields))
-            idempotency.idempotency_complete(claim=claim, status=201, body=body, headers=headers)
-    return Sent(201, body, headers)
+    return size, headers
 
 
 def _output(message: Message) -> dict[str, Any]:
@@ -152,26 +169,35 @@ def _output(message: Message) -> dict[str, Any]:
 
 
 def _message_store(*, sender: Sender, msg_subtype: str, content_type: str, payload: Any, size: int,
-                   client_msg_id: str = "") -> Message:
-    """Store the message and its ``message.new`` event atomically: on PostgreSQL outside
-    a transaction, when the event is the user's (no webhook to queue), in ONE autocommitted
-    statement that also takes the event log's lock (no BEGIN/COMMIT round trips while
-    holding it: the relay's hot path); otherwise in the usual transaction."""
+                   client_msg_id: str = "", before_event: Callable[[Message], None] | None = None) -> Message:
+    """Store the message and its ``message.new`` event atomically, calling ``before_event``
+    with the message as stored (id and time final) before the event is written, in the same
+    transaction. On PostgreSQL, when the event is the user's (no webhook to queue), message
+    and event go in ONE statement that also takes the event log's lock: autocommitted (no
+    BEGIN/COMMIT round trips while holding it: the relay's hot path), or in the caller's
+    transaction after ``before_event``'s writes; otherwise in the usual transaction."""
     relation = sender.relation
     message = Message(relation_id=relation.pk, sender=sender.kind, msg_subtype=msg_subtype,
                       content_type=content_type, payload=payload, payload_bytes=size, client_msg_id=client_msg_id,
                       created_at=timezone.now())
     to_agent = sender.kind == "user"
-    if to_agent or connection.vendor != "postgresql" or connection.in_atomic_block:
+    wrapper = transaction.get_connection()
+    if to_agent or connection.vendor != "postgresql" or (wrapper.in_atomic_block and before_event is None):
         with transaction.atomic(savepoint=False):
             message.save(force_insert=True)  # sets created_at anew (auto_now_add): the event says what is stored
+            if before_event is not None:
+                before_event(message)
             event_emit(type=EventType.MESSAGE_NEW, data=_event_data(message), agent=relation.agent if to_agent else None,
                        user_id=None if to_agent else relation.user_id)
         return message
+    if before_event is not None:
+        before_event(message)  # the statement below stores exactly this id and time
     event = Event(type=EventType.MESSAGE_NEW, data=_event_data(message), user_id=relation.user_id,
                   created_at=timezone.now())
     statements.message_with_event_insert(message=message, event=event, log_lock=EVENT_LOG_LOCK)
-    ring_doorbell(event)  # committed: the statement was its own transaction
+    if wrapper.in_atomic_block:
+        ordering.event_written(wrapper)  # nothing more may be written in this transaction
+    transaction.on_commit(lambda: ring_doorbell(event))  # at once when autocommitted
     return message
 
 

@@ -33,7 +33,7 @@ from agents.models import Agent, ApiKey
 from agents.token_models import AccessToken
 from eventlog.models import Event
 from relations.models import Relation
-from toolcalls.models import Message
+from toolcalls.models import IdempotencyKey, Message
 
 # (model, its fields in the model's order, as the SELECT lists their columns)
 Part = tuple[type[Model], tuple[str, ...]]
@@ -191,3 +191,33 @@ def _compiler_and_converters(parts: tuple[Part, ...]) -> tuple[Any, Any, list[li
         attnames = [[_field(model, name).attname for name in fields] for model, fields in parts]
         found = _converters[key] = (compiler, compiler.get_converters(columns), attnames)
     return found
+
+
+# An Idempotency-Key and its response, if no other transaction holds the key's lock, which
+# this statement then takes until its transaction ends: a transaction that holds it has
+# inserted the key and not yet committed, so a duplicate learns at once that its first is
+# still running (409) instead of waiting on the unique index. Once the first has committed,
+# the lock is free and the INSERT meets its row: IntegrityError, and its response replays.
+_IDEMPOTENCY_KEY_INSERT = """
+    WITH claim AS MATERIALIZED (SELECT pg_try_advisory_xact_lock(%s) AS taken)
+    INSERT INTO toolcalls_idempotencykey (principal, key, fingerprint, state, response_status, response_body,
+                                          response_headers, created_at, user_id)
+    SELECT %s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::timestamptz, NULL FROM claim WHERE taken RETURNING id"""
+
+
+def idempotency_key_insert(*, key: IdempotencyKey, lock: int) -> bool:
+    """INSERT the unsaved ``key`` unless another transaction holds ``lock``: True when
+    inserted (``lock`` is then held until this transaction ends), False when it is held.
+    IntegrityError when a committed row has the key. PostgreSQL only, in a transaction."""
+    values = [_db(IdempotencyKey, name, getattr(key, name)) for name in
+              ("principal", "key", "fingerprint", "state", "response_status", "response_body", "response_headers",
+               "created_at")]
+    with connection.cursor() as cursor:
+        cursor.execute(_IDEMPOTENCY_KEY_INSERT, [lock, *values])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    key.pk = row[0]
+    key._state.adding = False
+    key._state.db = connection.alias
+    return True

@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -17,6 +19,7 @@ from eventlog.models import Event
 from relations import services as relation_services
 from relations.models import Relation
 from tests.ratelimit_window import wait_for_room
+from toolcalls import idempotency
 from toolcalls.models import IdempotencyKey, Message
 
 pytestmark = pytest.mark.django_db
@@ -28,6 +31,9 @@ def fresh_rate_limits(settings: Any) -> None:
     # test workers (and, in CI, with the channel layer's server).
     settings.RATELIMIT_CACHE_PREFIX = f"rl:{uuid.uuid4().hex}:"
 
+
+def fingerprint_of(relation: Relation, body: dict[str, Any]) -> str:
+    return idempotency.fingerprint(method="POST", path=f"/h2a/relations/{relation.pk}/messages", body=body)
 
 
 def tool_call(call_id: str = "call_1") -> dict[str, Any]:
@@ -175,17 +181,42 @@ def test_the_same_key_with_another_body_is_422(agent_api: APIClient, relation: R
     assert Message.objects.count() == 1
 
 
-def test_a_key_in_flight_is_409_and_stores_nothing(agent_api: APIClient, relation: Relation) -> None:
-    from toolcalls import idempotency
-
-    idempotency.idempotency_begin(principal=f"agent:{relation.agent_id}", key="k-3",
-                                  fingerprint=idempotency.fingerprint(
-                                      method="POST", path=f"/h2a/relations/{relation.pk}/messages", body=tool_call()))
+def test_a_key_left_in_progress_by_an_earlier_release_is_409_and_stores_nothing(agent_api: APIClient,
+                                                                                 relation: Relation) -> None:
+    IdempotencyKey.objects.create(principal=f"agent:{relation.agent_id}", key="k-3", fingerprint=fingerprint_of(
+        relation, tool_call()))
 
     response = send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-3")
 
     assert response.status_code == 409 and response.json()["error"]["code"] == "IDEMPOTENCY_KEY_IN_USE"
     assert Message.objects.count() == 0
+
+
+def test_an_expired_key_is_used_anew(agent_api: APIClient, relation: Relation) -> None:
+    old = IdempotencyKey.objects.create(principal=f"agent:{relation.agent_id}", key="k-old", fingerprint="0" * 64,
+                                        state="completed", response_status=201, response_body={"stale": True})
+    IdempotencyKey.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=25))
+
+    response = send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-old")
+
+    assert response.status_code == 201 and "stale" not in response.json()
+    assert Message.objects.count() == 1
+    assert IdempotencyKey.objects.get(key="k-old").response_body == response.json()
+
+
+def test_a_replay_after_the_relation_was_revoked_answers_what_the_key_stored(
+        agent_api: APIClient, relation: Relation) -> None:
+    first = send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-5")
+    relation_services.relation_revoke(relation=relation)
+
+    again = send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-5")
+    other = send(agent_api, relation, tool_call("other"), HTTP_IDEMPOTENCY_KEY="k-5")
+    fresh = send(agent_api, relation, tool_call(), HTTP_IDEMPOTENCY_KEY="k-6")
+
+    assert (first.status_code, again.status_code) == (201, 201) and again.json() == first.json()
+    assert other.status_code == 422 and other.json()["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert fresh.status_code == 403 and fresh.json()["error"]["code"] == "RELATION_REVOKED"
+    assert Message.objects.count() == 1 and not IdempotencyKey.objects.filter(key="k-6").exists()
 
 
 def test_a_failed_request_releases_its_key(agent_api: APIClient, relation: Relation, agent: Agent) -> None:
