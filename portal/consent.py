@@ -130,10 +130,11 @@ def _changes_since_consent(found: relation_selectors.Connection) -> list[dict[st
 
 
 def _mark(views: list[Any], found: relation_selectors.Connection, headlines: dict[str, str]) -> None:
-    """Tick what is granted now; flag what changed since the last consent, and why."""
+    """Tick what is granted now and needs no answer (a permission that needs one is never
+    pre-ticked, as a narrowing leaves it granted but paused); flag what changed, and why."""
     for view in views:
-        view.checked = view.id in found.state.granted_scopes
         view.changed = view.id in found.state.pending_scopes
+        view.checked = view.id in found.state.granted_scopes and not view.changed
         view.reasons = [headlines[view.id]] if view.id in headlines else []
 
 

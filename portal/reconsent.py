@@ -6,6 +6,7 @@ records (pointers, JSON, examples) stay for the technical disclosure below it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,10 @@ FLAG_TEXT: dict[str, Any] = {
 }
 # Which change to lead with when a permission changed in several ways (most first).
 HEADLINE_ORDER = ("SCOPE_ADDED", "SCOPE_SENSITIVITY_RAISED", "TOOL_SCOPE_ESCALATED")
+# Breaking changes by which a tool accepts less than before: they ask for nothing more.
+NARROWING = frozenset({"SCHEMA_CONSTRAINT_NARROWED", "SCHEMA_ENUM_VALUE_REMOVED", "SCHEMA_REQUIRED_ADDED",
+                       "SCHEMA_ADDITIONAL_PROPERTIES_CLOSED", "SCHEMA_PROPERTY_REMOVED"})
+EXAMPLE_CHARS = 60  # an example longer than this is shown cut, with its length
 
 
 @dataclass
@@ -55,6 +60,8 @@ def _headline(rule: str) -> str:
         return _("More sensitive")
     if rule == "TOOL_SCOPE_ESCALATED":
         return _("Used for more")
+    if rule in NARROWING:
+        return _("Accepts less")
     return _("Changed")
 
 
@@ -66,7 +73,60 @@ def _line(change: dict[str, Any], manifest: dict[str, Any]) -> str:
         return _("More sensitive than before: it was %(old)s.") % {"old": sensitivity_words(change.get("before"))}
     if rule == "TOOL_SCOPE_ESCALATED":
         return _("“%(tool)s” now uses this permission.") % {"tool": tool}
-    return _("“%(tool)s” now accepts different input, so your answer is needed again.") % {"tool": tool}
+    return _input_line(change, tool) or (
+        _("“%(tool)s” now accepts different input, so your answer is needed again.") % {"tool": tool})
+
+
+def _argument(path: str) -> str | None:
+    """The argument a schema pointer is about: the name after its last ``properties``."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")]
+    names = [parts[i + 1] for i, part in enumerate(parts[:-1]) if part == "properties"]
+    return names[-1] if names else None
+
+
+def _example(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= EXAMPLE_CHARS:
+        return text
+    return _("%(start)s… (%(n)d characters)") % {"start": text[:EXAMPLE_CHARS], "n": len(text)}
+
+
+def _input_line(change: dict[str, Any], tool: str) -> str | None:
+    """A change of a tool's input in words, as the diff engine found it: the bound that moved,
+    the value taken away, or an input that stops being accepted (its counterexample)."""
+    rule, path = change["rule"], str(change.get("path", ""))
+    keyword, argument, after = path.rsplit("/", 1)[-1], _argument(path), change.get("after")
+    words = {"tool": tool, "arg": argument, "n": after}
+    if rule == "SCHEMA_CONSTRAINT_NARROWED" and argument and isinstance(after, int | float):
+        bounds = {
+            "maxLength": _("“%(tool)s” no longer accepts a “%(arg)s” of more than %(n)s characters."),
+            "minLength": _("“%(tool)s” no longer accepts a “%(arg)s” of fewer than %(n)s characters."),
+            "maximum": _("“%(tool)s” no longer accepts a “%(arg)s” above %(n)s."),
+            "exclusiveMaximum": _("“%(tool)s” no longer accepts a “%(arg)s” of %(n)s or more."),
+            "minimum": _("“%(tool)s” no longer accepts a “%(arg)s” below %(n)s."),
+            "exclusiveMinimum": _("“%(tool)s” no longer accepts a “%(arg)s” of %(n)s or less."),
+            "maxItems": _("“%(tool)s” no longer accepts more than %(n)s items in “%(arg)s”."),
+            "minItems": _("“%(tool)s” no longer accepts fewer than %(n)s items in “%(arg)s”."),
+        }
+        if keyword in bounds:
+            return bounds[keyword] % words
+    if rule == "SCHEMA_ENUM_VALUE_REMOVED" and argument:
+        return _("“%(tool)s” no longer accepts “%(value)s” as “%(arg)s”.") % {
+            **words, "value": _example(change.get("before"))}
+    if rule == "SCHEMA_REQUIRED_ADDED" and argument:
+        return _("“%(tool)s” now needs “%(arg)s” every time.") % words
+    if rule == "SCHEMA_PROPERTY_REMOVED" and argument:
+        return _("“%(tool)s” no longer accepts “%(arg)s”.") % words
+    if rule == "SCHEMA_ADDITIONAL_PROPERTIES_CLOSED":
+        return _("“%(tool)s” no longer accepts arguments it does not name.") % words
+    example = change.get("example")
+    if argument and isinstance(example, dict) and argument in example:
+        return _("“%(tool)s” no longer accepts some values of “%(arg)s” it accepted before, for example “%(value)s”."
+                 ) % {**words, "value": _example(example[argument])}
+    if "example" in change:
+        return _("“%(tool)s” no longer accepts some input it accepted before, for example: %(example)s") % {
+            **words, "example": _example(change["example"])}
+    return None
 
 
 def can_now(changes: list[dict[str, Any]], manifest: dict[str, Any] | None) -> list[CanNow]:

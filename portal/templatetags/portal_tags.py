@@ -150,3 +150,9 @@ def json_syntax_texts() -> dict[str, str]:
         "end_expected": _("Unexpected end of the text; expected %(what)s"),
         "text_after": _("Unexpected text after the JSON document"),
     }
+
+
+@register.filter
+def without(values: list[str], removed: list[str]) -> list[str]:
+    """``values`` less those in ``removed``, in order (granted scopes less the paused ones)."""
+    return [value for value in values if value not in set(removed)]

@@ -139,6 +139,12 @@
     const notice = document.querySelector("[data-stale-notice]");
     if (watcher && notice && /^(h2a\.reauth_required|agent\.manifest_updated)$/.test(frame.type)) {
       notice.hidden = false;  // the page says it itself, in sight: no toast over its buttons too
+      // The form below answers the version it shows, which is no longer the latest: it says so
+      // and cannot be confirmed until the page is reloaded.
+      document.querySelectorAll("[data-consent-form]").forEach((form) => {
+        form.dataset.stale = "true";
+        form.querySelectorAll("[data-allow]").forEach((button) => { button.disabled = true; });
+      });
       return;
     }
     announce(frame);

@@ -1,0 +1,73 @@
+"""A version that only narrows a tool's input (SPEC §3: breaking, it asks for nothing more)
+as bob reads it: the change in words with the diff engine's bound, the paused permission
+neither pre-ticked nor listed as granted, a way to answer later."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from agents import services as agent_services
+from agents.models import Agent
+from relations.models import Relation
+from tests.portal.test_views import browser_for, state_of
+
+pytestmark = pytest.mark.django_db
+
+
+def narrowed(manifest: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(manifest)
+    new["agent_version"] = "2.0.0"
+    tool = next(t for t in new["tools"] if t["name"] == "read_file")
+    tool["input_schema"]["properties"]["path"]["maxLength"] = 512
+    return new
+
+
+@pytest.fixture
+def page(alice: User, bob: User, agent: Agent, manifest: dict[str, Any]) -> dict[str, Any]:
+    client = browser_for(bob)
+    client.post(reverse("portal:connect", args=[agent.pk]), {"granted_scopes": ["filesystem:read",
+                                                                                "notification:send"]})
+    relation = Relation.objects.get(user=bob, agent=agent)
+    agent_services.agent_update(agent_id=agent.pk, actor=alice, capability_manifest=narrowed(manifest))
+    return {"client": client, "relation": relation,
+            "review": client.get(reverse("portal:connection", args=[relation.pk])).content.decode(),
+            "list": client.get(reverse("portal:connections")).content.decode()}
+
+
+def checked(html: str) -> set[str]:
+    return set(re.findall(r'<input type="checkbox" name="granted_scopes" value="([^"]+)" checked', html))
+
+
+def test_the_narrowing_is_said_in_words_with_its_bound(page: dict[str, Any]) -> None:
+    review = page["review"]
+    assert "Accepts less" in review
+    assert "no longer accepts a “path” of more than 512 characters" in review
+    assert "asks for more" not in review and "asks for more" not in page["list"]
+
+
+def test_the_paused_permission_is_not_pre_ticked_nor_listed_as_granted(page: dict[str, Any]) -> None:
+    assert state_of(page["relation"]).pending_scopes == ["filesystem:read"]
+    assert checked(page["review"]) == {"notification:send"}
+    assert "data-tool-paused" in page["review"] and "paused until you answer" in page["review"]
+    granted = re.search(r"<span data-granted-scopes>(.*?)</span>", page["list"], re.S)
+    paused = re.search(r"<span data-paused-scopes>(.*?)</span>", page["list"], re.S)
+    assert granted and "filesystem:read" not in granted.group(1) and "notification:send" in granted.group(1)
+    assert paused and "Paused until you answer: filesystem:read" in paused.group(1)
+
+
+def test_not_now_keeps_it_paused_and_confirming_unticked_withdraws_it(page: dict[str, Any]) -> None:
+    assert re.search(r'<a class="btn" href="/portal/connections/" data-not-now>Not now</a>', page["review"])
+    state = state_of(page["relation"])
+    assert state.status == "reauth_required"
+
+    page["client"].post(reverse("portal:connection", args=[page["relation"].pk]),
+                        {"granted_scopes": sorted(checked(page["review"])), "acknowledged_manifest_version": 2})
+
+    state = state_of(Relation.objects.get(pk=page["relation"].pk))
+    assert state.status == "active" and state.granted_scopes == ["notification:send"]
