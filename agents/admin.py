@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -18,7 +19,7 @@ from django.utils.html import format_html, format_html_join
 from agents import selectors, services
 from agents.apikey_services import api_key_revoke
 from agents.html import pointer_breaks
-from agents.models import Agent, ApiKey, ManifestVersion
+from agents.models import STATUS_REASON_MAX, Agent, ApiKey, ManifestVersion
 from eventlog.webhooks import webhook_url_check
 from hashee.api import acting_user
 from hashee.errors import HasheeError
@@ -77,7 +78,9 @@ class AgentAdminForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = ["owner", "name", "description", "status", "webhook_url"]
+        fields = ["owner", "name", "description", "status", "status_reason", "webhook_url"]
+        labels = {"status_reason": "Reason (for a pause or a deprecation)"}
+        help_texts = {"status_reason": "Shown to the agent's owner and its users; kept in the agent's history."}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,6 +94,14 @@ class AgentAdminForm(forms.ModelForm):
             return datetime.fromisoformat(raw) if raw else None
         except ValueError:
             raise forms.ValidationError("The form is damaged: open the agent again.") from None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        changed = "status" in self.changed_data or self.instance._state.adding
+        if (changed and cleaned.get("status") in (Agent.Status.PAUSED, Agent.Status.DEPRECATED)
+                and not (cleaned.get("status_reason") or "").strip()):
+            self.add_error("status_reason", "Say why: the owner and the agent's users are shown this reason.")
+        return cleaned
 
     def clean_webhook_url(self) -> str:
         url = self.cleaned_data.get("webhook_url") or ""
@@ -226,9 +237,11 @@ class AgentAdmin(admin.ModelAdmin):
                                   unchanged_since=data.get("opened_at"), **fields)
         else:
             obj.pk = services.agent_create(**fields)[0].pk
-        status_changed = "status" in form.changed_data if change else data["status"] != Agent.Status.ENABLED
+        status_changed = (bool({"status", "status_reason"} & set(form.changed_data)) if change
+                          else data["status"] != Agent.Status.ENABLED)
         if status_changed:
-            services.agent_set_status(agent=obj, status=data["status"], actor=acting_user(request))
+            services.agent_set_status(agent=obj, status=data["status"], actor=acting_user(request),
+                                      reason=data.get("status_reason") or "")
         obj.refresh_from_db()
 
     def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
@@ -257,22 +270,40 @@ class AgentAdmin(admin.ModelAdmin):
                    "diff": diff, "table": change_rows(diff.changes)}
         return TemplateResponse(request, "admin/agents/compare.html", context)
 
-    def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str) -> None:
+    def _set_status(self, request: HttpRequest, queryset: QuerySet[Agent], status: str,
+                    reason: str = "") -> None:
         for agent in queryset:
-            services.agent_set_status(agent=agent, status=status, actor=acting_user(request))
+            services.agent_set_status(agent=agent, status=status, actor=acting_user(request), reason=reason)
         messages.success(request, f"{queryset.count()} agent(s) now {status}.")
 
+    def _with_reason(self, request: HttpRequest, queryset: QuerySet[Agent], status: str,
+                     action: str) -> TemplateResponse | None:
+        """A pause or a deprecation says why: a page asks for the reason, then applies it."""
+        form = StatusReasonForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            self._set_status(request, queryset, status, form.cleaned_data["reason"])
+            return None
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "agents": queryset,
+                   "form": form, "status": status, "action": action, "title": f"Why are these agents {status}?",
+                   "selected": request.POST.getlist(ACTION_CHECKBOX_NAME)}
+        return TemplateResponse(request, "admin/agents/status_reason.html", context)
+
     @admin.action(description="Pause selected agents (hidden, cannot send)")
-    def pause(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._set_status(request, queryset, "paused")
+    def pause(self, request: HttpRequest, queryset: QuerySet[Agent]) -> TemplateResponse | None:
+        return self._with_reason(request, queryset, "paused", "pause")
 
     @admin.action(description="Enable selected agents")
     def enable(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         self._set_status(request, queryset, "enabled")
 
     @admin.action(description="Deprecate selected agents (no new relations)")
-    def deprecate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        self._set_status(request, queryset, "deprecated")
+    def deprecate(self, request: HttpRequest, queryset: QuerySet[Agent]) -> TemplateResponse | None:
+        return self._with_reason(request, queryset, "deprecated", "deprecate")
+
+
+class StatusReasonForm(forms.Form):
+    reason = forms.CharField(max_length=STATUS_REASON_MAX, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+                             help_text="Shown to the agents' owners and users; kept in each agent's history.")
 
 
 def _refusal(exc: HasheeError) -> str:

@@ -10,6 +10,8 @@ from django.db import models, transaction
 AgentId = uuid.UUID | str
 
 
+STATUS_REASON_MAX = 500
+
 class Agent(models.Model):
     """An AI agent published by its owner, with its current Capability Manifest.
 
@@ -28,6 +30,8 @@ class Agent(models.Model):
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True, max_length=2000)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ENABLED, db_index=True)
+    # Why an operator paused or deprecated it, shown to its owner and its users (empty when enabled).
+    status_reason = models.CharField(max_length=STATUS_REASON_MAX, blank=True)
     capability_manifest = models.JSONField(null=True, blank=True)
     capability_manifest_version = models.PositiveIntegerField(default=0, editable=False)
     capability_manifest_hash = models.CharField(max_length=64, blank=True, editable=False)

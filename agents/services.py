@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.identity import SignatureCheck, manifest_signature_check
-from agents.models import Agent, AgentId, ManifestVersion
+from agents.models import STATUS_REASON_MAX, Agent, AgentId, ManifestVersion
 from eventlog.services import event_emit, sockets_close
 from eventlog.webhooks import webhook_url_check
 from hashee import metrics
@@ -360,24 +360,32 @@ def _from_diff(agent: Agent, checked: ValidationResult, diff: DiffResult, *, ver
                           signature=signed.signature, publisher_verified=signed.publisher_verified)
 
 
-def agent_set_status(*, agent: Agent, status: str, actor: User) -> Agent:
-    """Operators' registry state: enabled | paused | deprecated. Pausing closes the
-    agent's sockets (4403) on every process. A change is audited in the admin's log
-    (``actor``'s action, in the agent's history) and told to the agent, its owner and
-    its users (``agent.status_changed``); setting the current status changes nothing."""
+def agent_set_status(*, agent: Agent, status: str, actor: User, reason: str = "") -> Agent:
+    """Operators' registry state: enabled | paused | deprecated, with the reason for a pause
+    or a deprecation (shown to the owner and the users; enabling clears it). Pausing closes
+    the agent's sockets (4403) on every process. A change is audited in the admin's log
+    (``actor``'s action and reason, in the agent's history) and told to the agent, its owner
+    and its users (``agent.status_changed``); setting the current status changes nothing,
+    unless with a new reason for a pause or a deprecation."""
     if status not in Agent.Status.values:
         raise HasheeError("VALIDATION_ERROR", f"Unknown status {status!r}.")
+    reason = "" if status == Agent.Status.ENABLED else " ".join(reason.split())
+    if len(reason) > STATUS_REASON_MAX:
+        raise HasheeError("VALIDATION_ERROR", f"The reason is at most {STATUS_REASON_MAX} characters.",
+                          [{"path": "/reason", "code": "TOO_LONG", "message": f"at most {STATUS_REASON_MAX}"}])
     with transaction.atomic():
         locked = Agent.objects.select_for_update().get(pk=agent.pk)
         previous = locked.status
-        if status != previous:
-            Agent.objects.filter(pk=agent.pk).update(status=status, updated_at=timezone.now())
-            locked.status = status
-            LogEntry.objects.log_actions(actor.pk, [locked], CHANGE, single_object=True,
-                                         change_message=f"Status changed from {previous} to {status}.")
-            if status == Agent.Status.PAUSED:  # its runtimes' sockets close (eventlog.access)
+        if status != previous or (reason and reason != locked.status_reason):  # or a new reason for it
+            Agent.objects.filter(pk=agent.pk).update(status=status, status_reason=reason, updated_at=timezone.now())
+            locked.status, locked.status_reason = status, reason
+            said = f" Reason: {reason}" if reason else ""
+            what = f"Status changed from {previous} to {status}." if status != previous else "Reason changed."
+            LogEntry.objects.log_actions(actor.pk, [locked], CHANGE, single_object=True, change_message=what + said)
+            if status == Agent.Status.PAUSED and previous != status:  # its runtimes' sockets close (eventlog.access)
                 sockets_close(reason="agent_paused", value=str(agent.pk))
             event_emit(type=EventType.STATUS_CHANGED, audience=locked, agent=locked,
-                       data={"agent_id": str(agent.pk), "status": status, "previous_status": previous})
-    agent.status = status
+                       data={"agent_id": str(agent.pk), "status": status, "previous_status": previous,
+                             "reason": reason})
+    agent.status, agent.status_reason = locked.status, locked.status_reason
     return agent

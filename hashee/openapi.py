@@ -23,7 +23,7 @@ EVENT_TYPES: dict[EventType, str] = {
     EventType.MESSAGE_NEW: "{relation_id, message: {message_id, sender, msg_subtype, content_type, payload, created_at}}",
     EventType.TELEMETRY_WARNING: "{agent_id, manifest_version, code, size_bytes}",
     EventType.WEBHOOK_SECRET_ROTATED: "{agent_id, previous_secret_expires_at} (to the owner and the agent; never the secret)",
-    EventType.STATUS_CHANGED: "{agent_id, status, previous_status} — an operator paused, enabled or deprecated the agent "
+    EventType.STATUS_CHANGED: "{agent_id, status, previous_status, reason} — an operator paused, enabled or deprecated the agent (reason: theirs, empty when enabled) "
                             "(to the owner, the agent's users and the agent)",
     EventType.DEVICE_PUBLISHED: "{device, relation_id?} — to the user; once approved, also to each related agent",
     EventType.DEVICE_APPROVED: "{device, relation_id?} — to the user and each related agent",

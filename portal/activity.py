@@ -47,7 +47,11 @@ def describe(event_type: str, data: dict[str, Any]) -> tuple[str, str] | None:
     if event_type == EventType.WEBHOOK_SECRET_ROTATED:
         return "info", _("Webhook signing secret rotated")
     if event_type == EventType.STATUS_CHANGED:
-        return status_change_text(data.get("status"))
+        said = status_change_text(data.get("status"))
+        reason = data.get("reason")
+        if said is not None and isinstance(reason, str) and reason:
+            return said[0], _("%(what)s: %(reason)s") % {"what": said[1], "reason": reason}
+        return said
     return None
 
 

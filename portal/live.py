@@ -20,7 +20,7 @@ from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
 from portal.views import overview_context
 from relations import selectors as relation_selectors
 
-AGENT_REGIONS = {"stats", "scopes", "activity", "deliveries", "row"}
+AGENT_REGIONS = {"stats", "scopes", "activity", "deliveries", "row", "status", "status_note"}
 USER_REGIONS = {"connections", "attention"}
 
 
@@ -34,6 +34,8 @@ def agent_region(request: AuthenticatedHttpRequest, agent: Agent, region: str) -
         context = {"agent": agent, "deliveries": deliveries}
         # The worker changes deliveries without an event: the page polls while any is pending.
         poll = any(d.status == WebhookDelivery.Status.PENDING for d in deliveries)
+    elif region in ("status", "status_note"):
+        context, poll = {"agent": agent}, False
     elif region == "row":
         row = next(r for r in relation_selectors.owner_rows(user=request.user) if r.agent.pk == agent.pk)
         context, poll = {"row": row}, False

@@ -41,9 +41,18 @@ def test_the_admin_shows_the_manifest_read_only_and_a_posted_manifest_changes_no
 
 def test_operators_pause_and_enable_agents(operator: Client, agent: Agent) -> None:
     url = "/admin/agents/agent/"
-    operator.post(url, {"action": "pause", "_selected_action": [str(agent.pk)]})
+    asked = operator.post(url, {"action": "pause", "_selected_action": [str(agent.pk)]})
     agent.refresh_from_db()
-    assert agent.status == "paused"
+    assert agent.status == "enabled" and "Why are these agents paused?" in asked.content.decode()
+    without = operator.post(url, {"action": "pause", "_selected_action": [str(agent.pk)], "apply": "1",
+                                  "reason": "  "})
+    agent.refresh_from_db()
+    assert agent.status == "enabled" and "This field is required." in without.content.decode()
+
+    operator.post(url, {"action": "pause", "_selected_action": [str(agent.pk)], "apply": "1",
+                        "reason": "Reported  for phishing;\nunder review"})
+    agent.refresh_from_db()
+    assert (agent.status, agent.status_reason) == ("paused", "Reported for phishing; under review")
 
     operator.post(url, {"action": "enable", "_selected_action": [str(agent.pk)]})
     agent.refresh_from_db()

@@ -55,7 +55,7 @@ def test_the_change_form_carries_the_version_it_was_opened_at(operator: Client, 
 
 
 def test_a_stale_admin_save_shows_an_error_and_writes_nothing(operator: Client, agent: Agent, manifest: dict) -> None:
-    opened = change_form(agent, description="Edited by an operator", status="deprecated")
+    opened = change_form(agent, description="Edited by an operator", status="deprecated", status_reason="Old")
     publish_v2(agent, manifest)  # alice publishes while the operator's form is open
 
     response = operator.post(change_url(agent), opened, follow=True)
@@ -117,7 +117,7 @@ def test_an_admin_save_at_the_current_version_is_saved_and_logged(operator: Clie
 
 def test_an_operator_adds_an_agent_through_the_service(operator: Client, alice: User) -> None:
     response = operator.post("/admin/agents/agent/add/", {
-        "owner": alice.pk, "name": "Added", "description": "", "status": "paused",
+        "owner": alice.pk, "name": "Added", "description": "", "status": "paused", "status_reason": "Not yet",
         "webhook_url": "https://hooks.example.com/in", "versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"})
 
     assert response.status_code == 302, response.content.decode()[:3000]
@@ -128,25 +128,41 @@ def test_an_operator_adds_an_agent_through_the_service(operator: Client, alice: 
 
 def test_pausing_tells_the_agents_users_and_owner_and_is_audited(operator: Client, agent: Agent,
                                                                  relation: Relation, bob_api: APIClient) -> None:
-    operator.post("/admin/agents/agent/", {"action": "pause", "_selected_action": [str(agent.pk)]})
+    operator.post("/admin/agents/agent/", {"action": "pause", "_selected_action": [str(agent.pk)], "apply": "1",
+                                           "reason": "Under review"})
 
     bobs = bob_api.get("/events?since=0").json()["events"]
     assert [e["data"] for e in bobs if e["type"] == "agent.status_changed"] == [
-        {"agent_id": str(agent.pk), "status": "paused", "previous_status": "enabled"}]
+        {"agent_id": str(agent.pk), "status": "paused", "previous_status": "enabled", "reason": "Under review"}]
     event = Event.objects.get(type="agent.status_changed")
     assert event.agent_id == agent.pk  # the owner's portal and the runtime's log
     entry = LogEntry.objects.get()
     assert (entry.user.username, entry.action_flag, entry.object_id) == ("root", CHANGE, str(agent.pk))
-    assert entry.get_change_message() == "Status changed from enabled to paused."
+    assert entry.get_change_message() == "Status changed from enabled to paused. Reason: Under review"
 
 
-def test_the_owners_activity_shows_a_pause_and_a_resume(agent: Agent, alice: User) -> None:
-    services.agent_set_status(agent=agent, status="paused", actor=alice)
+def test_the_owners_activity_shows_a_pause_with_its_reason_and_a_resume(agent: Agent, alice: User) -> None:
+    services.agent_set_status(agent=agent, status="paused", actor=alice, reason="Under review")
     services.agent_set_status(agent=agent, status="enabled", actor=alice)
 
     texts = [item.text for item in recent(agent=Agent.objects.get(pk=agent.pk))]
 
-    assert texts[:2] == ["Enabled again by the platform's operators", "Paused by the platform's operators"]
+    assert texts[:2] == ["Enabled again by the platform's operators",
+                         "Paused by the platform's operators: Under review"]
+    assert Agent.objects.get(pk=agent.pk).status_reason == ""  # enabling clears it
+
+
+def test_a_status_change_in_the_form_needs_a_reason(operator: Client, agent: Agent) -> None:
+    response = operator.post(change_url(agent), change_form(agent, status="deprecated"))
+
+    assert response.status_code == 200 and "Say why: the owner and the agent" in response.content.decode()
+    assert Agent.objects.get(pk=agent.pk).status == "enabled"
+
+    saved = operator.post(change_url(agent), change_form(agent, status="deprecated", status_reason="Replaced by v2"))
+
+    assert saved.status_code == 302
+    agent.refresh_from_db()
+    assert (agent.status, agent.status_reason) == ("deprecated", "Replaced by v2")
 
 
 def test_setting_the_status_an_agent_has_changes_nothing(agent: Agent, alice: User) -> None:

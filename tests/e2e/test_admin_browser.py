@@ -65,10 +65,13 @@ def test_a_pause_and_a_resume_reach_the_users_and_the_owners_open_pages_live(
     for page in (user, owner):
         wait_live(page)
 
-    set_status(server, agent_id, "paused")
+    set_status(server, agent_id, "paused", reason="Under review after a report")
 
     card = user.locator(".connection-card", has_text=name)
     expect(card.locator("[data-paused-badge]")).to_have_text("Paused")  # no reload
+    expect(card.locator("[data-status-reason]")).to_have_text("Their reason: Under review after a report")
+    expect(owner.locator("[data-agent-status]")).to_have_text("Paused")  # her open page no longer says Enabled
+    expect(owner.locator("[data-status-note] [data-status-reason]")).to_contain_text("Under review after a report")
     expect(user.locator(".toast")).to_contain_text("Paused by the platform's operators")
     expect(owner.locator(".activity li").nth(1)).to_contain_text("Paused by the platform's operators")
     shoot(user, "22-connections-paused-live")
@@ -76,4 +79,6 @@ def test_a_pause_and_a_resume_reach_the_users_and_the_owners_open_pages_live(
     set_status(server, agent_id, "enabled")
 
     expect(card.locator("[data-paused-badge]")).to_have_count(0)
+    expect(owner.locator("[data-agent-status]")).to_have_text("Enabled")
+    expect(owner.locator("[data-status-note]")).to_have_count(0)
     expect(owner.locator(".activity li").first).to_contain_text("Enabled again by the platform's operators")

@@ -618,12 +618,12 @@ def pause(server: LiveServer, agent_id: str) -> None:
     set_status(server, agent_id, "paused")
 
 
-def set_status(server: LiveServer, agent_id: str, status: str) -> None:
+def set_status(server: LiveServer, agent_id: str, status: str, reason: str = "") -> None:
     """What an operator's admin action does (the demo's operator is ``admin``)."""
     server.manage("shell", "-c", "from agents.models import Agent; from agents.services import agent_set_status; "
                   "from django.contrib.auth.models import User; "
                   f"agent_set_status(agent=Agent.objects.get(pk='{agent_id}'), status='{status}', "
-                  "actor=User.objects.get(username='admin'))")
+                  f"actor=User.objects.get(username='admin'), reason={reason!r})")
 
 
 def overlaps(a: FloatRect | None, b: FloatRect | None) -> bool:

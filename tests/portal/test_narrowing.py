@@ -71,3 +71,18 @@ def test_not_now_keeps_it_paused_and_confirming_unticked_withdraws_it(page: dict
 
     state = state_of(Relation.objects.get(pk=page["relation"].pk))
     assert state.status == "active" and state.granted_scopes == ["notification:send"]
+
+
+def test_a_pause_shows_the_operators_reason_to_the_owner_and_the_users(alice: User, bob: User, agent: Agent) -> None:
+    relation = Relation.objects.create(user=bob, agent=agent, granted_scopes=[], acknowledged_manifest_version=1,
+                                       acknowledged_manifest_hash=agent.capability_manifest_hash)
+    agent_services.agent_set_status(agent=agent, status="paused", actor=alice, reason="Reported for phishing")
+
+    users = browser_for(bob).get(reverse("portal:connections")).content.decode()
+    connection = browser_for(bob).get(reverse("portal:connection", args=[relation.pk])).content.decode()
+    owners = browser_for(alice).get(reverse("portal:agent", args=[agent.pk])).content.decode()
+    live = browser_for(alice).get(reverse("portal:agent-live", args=[agent.pk, "status"])).json()["html"]
+
+    for page in (users, connection, owners):
+        assert "Their reason: Reported for phishing" in page
+    assert 'data-agent-status="paused"' in live  # the owner's open page follows the event
