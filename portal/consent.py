@@ -102,6 +102,7 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
         "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
         "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation),
+        "destinations": _destinations_since_consent(found),
         "signed_on": consent_signer(relation=relation)})
 
 
@@ -127,6 +128,20 @@ def _changes_since_consent(found: relation_selectors.Connection) -> list[dict[st
         return []
     old = agent_selectors.version_at(agent=agent, version=relation.acknowledged_manifest_version)
     return diff_manifests(old.manifest if old else None, agent.capability_manifest).changes
+
+
+def _destinations_since_consent(found: relation_selectors.Connection) -> list[str]:
+    """What the agent's texts name now and did not at the version the user last said yes to
+    (SPEC §4 NEW_DESTINATION_IN_TEXT): shown as a notice, whether or not the change was breaking."""
+    relation, agent = found.relation, found.relation.agent
+    if (not relation.is_live or agent.capability_manifest is None
+            or relation.acknowledged_manifest_version in (0, agent.capability_manifest_version)):
+        return []
+    old = agent_selectors.version_at(agent=agent, version=relation.acknowledged_manifest_version)
+    if old is None:
+        return []
+    return [c["after"] for c in diff_manifests(old.manifest, agent.capability_manifest).changes
+            if c["rule"] == "NEW_DESTINATION_IN_TEXT"]
 
 
 def _mark(views: list[Any], found: relation_selectors.Connection, headlines: dict[str, str]) -> None:

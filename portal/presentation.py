@@ -62,6 +62,7 @@ RULE_TEXT: dict[str, Any] = {
     "SCHEMA_CONSTRAINT_NARROWED": _("Argument constraint narrowed"),
     "SCHEMA_CONSTRAINT_WIDENED": _("Argument constraint widened"),
     "SCHEMA_CHANGED_UNCLASSIFIED": _("Schema rework (treated as breaking)"),
+    "NEW_DESTINATION_IN_TEXT": _("A text names a new destination"),
 }
 
 

@@ -105,6 +105,10 @@ PATTERNS: list[tuple[str, re.Pattern[str], Any]] = [
      _('output_schema must be a JSON object: a JSON Schema with "type": "object".')),
     ("INPUT_SCHEMA_NOT_OBJECT", _pattern(r'output_schema must have "type": "object" at its top level\.'),
      _('output_schema must have "type": "object" at its top level.')),
+    ("INVISIBLE_CHARACTER", _pattern(r"(?P<what>The text|The member name) holds the invisible character "
+                                     r"(?P<char>U\+[0-9A-F]+ \([^)]*\)) at position (?P<at>\d+)"
+                                     r"(?: \((?P<n>\d+) such characters in all\))?; remove it\."),
+     _("An invisible character, %(char)s, hides at position %(at)s of this text: remove it.")),
     ("INPUT_SCHEMA_NOT_CLOSED", _pattern(r'input_schema must have "additionalProperties": false at its top level\.'),
      _('input_schema must have "additionalProperties": false at its top level.')),
 ]

@@ -71,6 +71,7 @@ export const DETAIL_CODES = {
   SENSITIVITY_BELOW_PRESET: "A preset scope is declared with a lower sensitivity than the platform's.",
   NOT_CANONICALIZABLE: "The value cannot be canonicalized (RFC 8785), e.g. an integer outside ±(2^53-1).",
   MANIFEST_TOO_LARGE: "The canonical manifest is larger than 131072 bytes.",
+  INVISIBLE_CHARACTER: "A text holds a Unicode format or bidirectional control character (Cf), where poisoning hides.",
   MANIFEST_SIZE_WARNING: "The canonical manifest is 65536 bytes or more.",
   SCOPE_LABEL_FALLBACK_MISSING: "A non-preset scope has no label_fallback; clients will show its id.",
   SCOPE_UNUSED: "A declared scope is used by no tool.",

@@ -123,7 +123,8 @@ def test_hash_refuses_integers_beyond_2_53(tmp_path: Path) -> None:
 def test_diff_of_identical_manifests_has_no_changes(tmp_path: Path) -> None:
     path = write(tmp_path, "m.json", MANIFEST)
     data = run_ok(["diff", path, path])
-    assert data == {"breaking": False, "breaking_changes": [], "changes": [], "scopes_requiring_reauth": []}
+    assert data == {"breaking": False, "breaking_changes": [], "changes": [], "scopes_requiring_reauth": [],
+                    "warnings": []}
 
 
 def test_diff_reports_a_new_scope_as_breaking(tmp_path: Path) -> None:

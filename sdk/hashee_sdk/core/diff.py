@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from hashee_sdk.core.destinations import new_destinations
 from hashee_sdk.core.diff_support import BREAKING, Rule, escape_segment, json_equal, render_pointer
 from hashee_sdk.core.examples import ExampleBuilder, WorkBudget
 from hashee_sdk.core.manifest_rules import DEFAULT_TIMEOUT_MS, SENSITIVITY_ORDER
@@ -87,8 +88,17 @@ def diff_manifests(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Dif
         *_flag_changes(old, new),
         *_scope_changes(old, new),
         *_tool_changes(old, new),
+        *_destination_changes(old, new),
     ]
     return DiffResult(changes=changes, scopes_requiring_reauth=_reauth_scopes(changes))
+
+
+def _destination_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``NEW_DESTINATION_IN_TEXT`` once per destination no text of ``old`` named, at the first
+    text of ``new`` that names it, ``after`` the destination (core.destinations)."""
+    return [_record(Rule.NEW_DESTINATION_IN_TEXT, path, None, destination, tool=tool,
+                    scope=scope if isinstance(scope, str) else None)
+            for path, destination, tool, scope in new_destinations(old, new)]
 
 
 def diff_summary(result: DiffResult) -> dict[str, Any]:

@@ -20,6 +20,7 @@ Decisions where SPEC §3 is silent:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -188,6 +189,35 @@ def _check_manifest(manifest: Any, report: _Report) -> None:
     used = _check_tools(manifest, {scope_id for _, scope_id, _ in scopes}, report)
     _check_flags(manifest, report)
     _warn_about_scopes(scopes, used, report)
+    _check_invisible(manifest, "", report)
+
+
+def _check_invisible(value: Any, path: str, report: _Report) -> None:
+    """SPEC §3 rule 13: no text anywhere in the manifest (values and member names, schemas
+    included) holds a Unicode format or bidirectional control character (category Cf:
+    zero-width characters, BiDi embeddings, overrides and isolates, tag characters, U+FEFF),
+    where tool-poisoning text hides from the people who read it."""
+    if isinstance(value, str):
+        _report_invisible(value, path, "The text", report)
+    elif isinstance(value, dict):
+        for key, member in value.items():
+            member_path = f"{path}/{pointer_token(str(key))}"
+            _report_invisible(str(key), member_path, "The member name", report)
+            _check_invisible(member, member_path, report)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_invisible(item, f"{path}/{index}", report)
+
+
+def _report_invisible(text: str, path: str, what: str, report: _Report) -> None:
+    found = [(index, char) for index, char in enumerate(text) if unicodedata.category(char) == "Cf"]
+    if found:
+        index, char = found[0]
+        name = unicodedata.name(char, "a format character")
+        more = f" ({len(found)} such characters in all)" if len(found) > 1 else ""
+        report.error(path, "INVISIBLE_CHARACTER",
+                     f"{what} holds the invisible character U+{ord(char):04X} ({name}) at position {index + 1}{more}; "
+                     "remove it.")
 
 
 def _check_members(
