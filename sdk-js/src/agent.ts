@@ -16,7 +16,7 @@ import {
   ApiError, ArgumentsInvalid, ConsentUnverified, EnvelopeError, ManifestNotPublished, NoRecipientKey, ResultInvalid, ToolCallTimeout,
   ToolNotDeclared, denialReason, type ErrorDetail,
 } from "./errors.js";
-import { listen, type WebSocketConstructor } from "./events.js";
+import { frameParts, listen, type WebSocketConstructor } from "./events.js";
 import { KeyDirectory, userKeys } from "./keys.js";
 import { LocalState } from "./localState.js";
 import type { PrivateJwk } from "./jose.js";
@@ -276,21 +276,22 @@ export class Agent {
   /** Act on one event frame (socket or poll). */
   async handleFrame(frame: EventFrame): Promise<void> {
     await this.init();
-    const data = frame.data ?? {};
-    if (frame.type.startsWith("h2a.relation_")) await this.observeRelation(data.relation ?? {});
-    if (frame.type === "message.new") await this.onMessage(String(data.relation_id), data.message ?? {});
-    else if (frame.type === "h2a.relation_revoked") {
+    const [type, data] = frameParts(frame); // a frame of another shape is read as an empty one, never thrown on
+    const kind = typeof type === "string" ? type : "";
+    if (kind.startsWith("h2a.relation_")) await this.observeRelation(data.relation ?? {});
+    if (kind === "message.new") await this.onMessage(String(data.relation_id), data.message ?? {});
+    else if (kind === "h2a.relation_revoked") {
       const relationId = String(data.relation?.relation_id);
       for (const p of this.pending.values()) if (p.relationId === relationId) p.resolve({ status: "denied", reason: "permission_revoked" });
-    } else if (frame.type === "h2a.reauth_required" || frame.type === "agent.manifest_updated") this.published = null;
-    else if (frame.type.startsWith("keys.device_")) {
+    } else if (kind === "h2a.reauth_required" || kind === "agent.manifest_updated") this.published = null;
+    else if (kind.startsWith("keys.device_")) {
       const relationId = String(data.relation_id ?? "");
       const keyId = data.device?.key_id;
-      if (frame.type === "keys.device_revoked" && relationId && typeof keyId === "string") {
+      if (kind === "keys.device_revoked" && relationId && typeof keyId === "string") {
         await this.keydir.pins.state.tombstone(relationId, USER, [keyId]); // believing the server here only takes trust away
       }
       this.keydir.forget(relationId || undefined);
-    } else if (frame.type === "resync_required") {
+    } else if (kind === "resync_required") {
       this.published = null;
       this.keydir.forget();
     }
