@@ -14,8 +14,9 @@ import { canonicalHash, type JsonObject } from "./canonical.js";
 import { KeyPair } from "./crypto.js";
 import { ApiError, ConsentUnverified, DENIAL_REASONS, NoRecipientKey, REFUSAL_REASONS, TOOL_ERROR_CODES, ToolCallTimeout } from "./errors.js";
 import type { EventFrame } from "./rest.js";
-import { ALL_SCOPES, manifest, RELATION_ID } from "./testing/fakeServer.js";
-import { relationSays } from "./testing/lying.js";
+import { AGENT_ID, ALL_SCOPES, listed, manifest, RELATION_ID, widenedPath } from "./testing/fakeServer.js";
+import { relationSays, settleRelation } from "./testing/lying.js";
+import { ed25519PublicJwk, generatePrivateJwk, jwkThumbprint, type PrivateJwk } from "./jose.js";
 import { pool, quietly } from "./testing/pool.js";
 import { type LieKind, lies, MISSING, type Pointer } from "./testing/shapes.js";
 import { Scene } from "./testing/scene.js";
@@ -25,6 +26,8 @@ const AT_ONCE = 8; // scenes in flight, while others wait on their fake server
 const WAIT = { timeoutMs: 3000, untilAnswered: true }; // an answer late under load is still an answer
 const IN_FLIGHT_MS = 20_000; // a call the test holds while it lies: answered at once, or the lie lost it
 const AT = "2026-01-01T00:00:00Z";
+const ALICE = generatePrivateJwk();
+const MALLORY_IDENTITY = generatePrivateJwk();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const json = (value: unknown): string => JSON.stringify(value ?? null);
 type Settled = { a: ToolAnswer } | { e: unknown };
@@ -228,6 +231,112 @@ const CASES: Record<string, EventCase> = {
       const wrong = [...await deliver(scene.agent, "agent", lied), ...await deliver(scene.device, "device", lied)];
       scene.agent.keydir.forget();
       wrong.push(...await agentRefuses(scene, "notify", { title: "to the old root" }, NoRecipientKey));
+      return wrong;
+    },
+  },
+  // alice published a breaking version (read_file's path widened to lists): the event says
+  // filesystem:read needs bob's consent again, and the server then hides it in the relation
+  "h2a.reauth_required after a breaking change the server then hides": {
+    async stage() {
+      const scene = await Scene.create();
+      assert.equal((await scene.call("read_file", { path: "notes.txt" }, WAIT))?.status, "ok"); // an open medium window
+      const older: EventFrame = { id: 1, type: "agent.manifest_updated", created_at: AT, data: { agent_id: AGENT_ID, new_manifest_version: 1,
+        new_manifest_hash: canonicalHash(manifest()) } };
+      scene.server.publish(widenedPath(), ["filesystem:read"]);
+      const honest: EventFrame = { id: 2, type: "h2a.reauth_required", created_at: AT, data: { agent_id: AGENT_ID, new_manifest_version: 2,
+        new_manifest_hash: canonicalHash(widenedPath()), scopes_requiring_reauth: ["filesystem:read"] } };
+      await scene.agent.handleFrame(honest);
+      await scene.device.handleFrame(honest);
+      return { scene, honest, older };
+    },
+    async check(staged, lied) {
+      const { scene } = staged;
+      const [ranBefore, askedBefore] = [scene.ran.length, scene.asked.length];
+      const wrong = [...await deliver(scene.agent, "agent", lied), ...await deliver(scene.device, "device", lied)];
+      scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, settleRelation);
+      const answer = await scene.call("read_file", { path: ["/etc/passwd", "/etc/shadow"] } as any, { agent: scene.runtime(widenedPath()), ...WAIT });
+      if (answer === null || answer.status === "ok" || !STABLE.has(answer.reason)) wrong.push(`read_file was answered ${json(answer)}`);
+      if (scene.ran.length > ranBefore || scene.asked.length > askedBefore) wrong.push("the widened read_file ran or was asked");
+      return wrong;
+    },
+  },
+  // the server reset alice's identity (no rotation signature): bob's device refuses her calls
+  // until he accepts a new safety number, whatever the event says
+  "agent.identity_changed after a reset on the server": {
+    async stage() {
+      const scene = await Scene.create((s) => s.server.giveIdentity(ALICE));
+      assert.equal((await scene.call("notify", { title: "pins alice" }, WAIT))?.status, "ok");
+      const older: EventFrame = { id: 1, type: "keys.agent_key_published", created_at: AT, data: { agent_id: AGENT_ID, key: scene.server.agentKeys[0] } };
+      scene.server.giveIdentity(MALLORY_IDENTITY);
+      const kid = (jwk: PrivateJwk): string => jwkThumbprint(ed25519PublicJwk({ kty: "OKP", crv: "Ed25519", x: jwk.x }));
+      const honest: EventFrame = { id: 2, type: "agent.identity_changed", created_at: AT,
+        data: { agent_id: AGENT_ID, kid: kid(MALLORY_IDENTITY), previous_kid: kid(ALICE), reset: true } };
+      await scene.device.handleFrame(honest);
+      return { scene, honest, older };
+    },
+    async check(staged, lied) {
+      const { scene } = staged;
+      const [ranBefore, toldBefore] = [scene.ran.length, (await scene.refusals()).length];
+      const wrong = [...await deliver(scene.agent, "agent", lied), ...await deliver(scene.device, "device", lied)];
+      scene.device.keydir.forget(); // and the cache expired meanwhile: only what the device pinned decides
+      (scene.device as any).cachedViews.clear();
+      const answer = await scene.call("notify", { title: "under mallory's identity" }, WAIT);
+      if (answer !== null) wrong.push(`notify was answered ${json(answer)}`);
+      if (scene.ran.length > ranBefore) wrong.push(`the device ran ${json(scene.ran.slice(ranBefore))}`);
+      const told = (await scene.refusals()).slice(toldBefore);
+      if (json(told) !== json(["identity_changed"])) wrong.push(`the device's audit says ${json(told)}`);
+      return wrong;
+    },
+  },
+  // the server lists a runtime key of its own for alice's agent and says it was published
+  "keys.agent_key_published of a key the server slipped in": {
+    async stage() {
+      const scene = await Scene.create();
+      assert.equal((await scene.call("notify", { title: "pins the agent's key" }, WAIT))?.status, "ok");
+      const mallory = KeyPair.generate();
+      const row = { ...mallory.public.asApi(), key_id: mallory.keyId, created_at: AT };
+      const older: EventFrame = { id: 1, type: "keys.agent_key_published", created_at: AT, data: { agent_id: AGENT_ID, key: scene.server.agentKeys[0] } };
+      scene.server.agentKeys.push(row);
+      const honest: EventFrame = { id: 2, type: "keys.agent_key_published", created_at: AT, data: { agent_id: AGENT_ID, key: row } };
+      await scene.device.handleFrame(honest);
+      return { scene, honest, older, phone: mallory };
+    },
+    async check(staged, lied) {
+      const { scene } = staged;
+      const [ranBefore, toldBefore] = [scene.ran.length, (await scene.refusals()).length];
+      const wrong = [...await deliver(scene.agent, "agent", lied), ...await deliver(scene.device, "device", lied)];
+      const forged = scene.forgeCall(scene.toolCall("notify", "call_mallory", { title: "from mallory" }), staged.phone!);
+      const response = await scene.device.handleFrame(forged).catch((error: Error) => error);
+      if (response !== null) wrong.push(`the device answered mallory's call: ${json(response)}`);
+      if (scene.ran.length > ranBefore) wrong.push(`the device ran ${json(scene.ran.slice(ranBefore))}`);
+      const told = (await scene.refusals()).slice(toldBefore);
+      if (json(told) !== json(["untrusted_sender"])) wrong.push(`the device's audit says ${json(told)}`);
+      return wrong;
+    },
+  },
+  // the server lists a device "approved by bob's laptop" whose approval it signed itself
+  "keys.device_approved of a device nobody bob trusts approved": {
+    async stage() {
+      const scene = await Scene.create();
+      assert.equal((await scene.call("notify", { title: "pins the laptop" }, WAIT))?.status, "ok");
+      const older: EventFrame = { id: 1, type: "keys.device_published", created_at: AT, data: { relation_id: RELATION_ID, device: scene.server.devices[0] } };
+      const evil = KeyPair.generate();
+      scene.server.devices.push({ ...listed("tablet", evil, evil), approved_by_key_id: scene.device.keys.keyId });
+      const honest: EventFrame = { id: 2, type: "keys.device_approved", created_at: AT, data: { relation_id: RELATION_ID, device: scene.server.devices[1] } };
+      return { scene, honest, older };
+    },
+    async check(staged, lied) {
+      const { scene } = staged;
+      const wrong = [...await deliver(scene.agent, "agent", lied), ...await deliver(scene.device, "device", lied)];
+      scene.agent.keydir.forget();
+      scene.device.keydir.forget();
+      const sent = scene.server.messages.length;
+      const answer = await scene.call("notify", { title: "to the laptop only" }, WAIT);
+      if (answer?.status !== "ok") wrong.push(`notify was answered ${json(answer)}`);
+      const to = scene.server.messages[sent]?.payload?.copies?.map((c: any) => c.recipient_key_id);
+      if (json(to) !== json([scene.device.keys.keyId])) wrong.push(`the agent sealed to ${json(to)}`);
+      const trusted = [...(await scene.device.keydir.trustedUserDevices(RELATION_ID)).keys()];
+      if (json(trusted) !== json([scene.device.keys.keyId])) wrong.push(`bob's laptop trusts ${json(trusted)}`);
       return wrong;
     },
   },
