@@ -5,7 +5,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { KeyPair } from "./crypto.js";
-import { AmbiguousRoot, NoRecipientKey } from "./errors.js";
+import type { Device } from "./device.js";
+import { AmbiguousRoot, NoRecipientKey, SafetyNumberMismatch } from "./errors.js";
+import { generatePrivateJwk } from "./jose.js";
 import { Recipient, seal } from "./envelope.js";
 import type { HttpResponse } from "./rest.js";
 import { memoryStore } from "./store.js";
@@ -142,6 +144,51 @@ test("after bob's reset the agent seals to nothing: not the old root, not the ne
   const sent = scene.server.messages.length;
   await assert.rejects(scene.agent.callTool(RELATION_ID, "notify", { title: "to whom?" }, { timeoutMs: 300 }), NoRecipientKey);
   assert.equal(scene.server.messages.length, sent);
+});
+
+/** Bob resets: his laptop is revoked, his tablet is his new root; the agent is told both. */
+async function resetToTablet(scene: Scene): Promise<Device> {
+  const tablet = scene.startDevice(memoryStore(), "tablet");
+  await tablet.init();
+  const laptopRow = scene.server.devices.pop();
+  scene.server.publishDevice("tablet", tablet.keys);
+  await scene.agent.handleFrame({ id: 1, type: "keys.device_revoked", data: { relation_id: RELATION_ID, device: laptopRow } });
+  await scene.agent.handleFrame({ id: 2, type: "keys.device_reset",
+    data: { relation_id: RELATION_ID, device: scene.server.devices[0], revoked_key_ids: [laptopRow.key_id] } });
+  return tablet;
+}
+
+test("after bob's reset the agent trusts his new root only once its owner accepts exactly the key id compared", async () => {
+  // tests/sdk_trust/test_device_reset_live.py on the fake server
+  const scene = await Scene.create();
+  assert.equal((await scene.call("notify", { title: "pins the laptop" }, WAIT))?.status, "ok");
+  const tablet = await resetToTablet(scene);
+  await assert.rejects(scene.agent.callTool(RELATION_ID, "notify", { title: "x" }, { timeoutMs: 300 }), NoRecipientKey);
+  await assert.rejects(scene.agent.acceptUserReset(RELATION_ID, { rootKeyId: KeyPair.generate().keyId }), SafetyNumberMismatch);
+  await assert.rejects(scene.agent.callTool(RELATION_ID, "notify", { title: "x" }, { timeoutMs: 300 }), NoRecipientKey);
+  assert.equal(await scene.agent.acceptUserReset(RELATION_ID, { rootKeyId: tablet.keys.keyId }), null); // no identity key: no number
+  assert.equal((await scene.call("notify", { title: "to the tablet" }, { device: tablet, ...WAIT }))?.status, "ok");
+  assert.deepEqual(callsSealedTo(scene).at(-1), new Set([tablet.keys.keyId]));
+});
+
+test("after bob's reset the owner accepts the safety number compared, never a root the server lists instead", async () => {
+  const scene = await Scene.create((s) => s.server.giveIdentity(generatePrivateJwk()));
+  assert.equal((await scene.call("notify", { title: "pins the laptop" }, WAIT))?.status, "ok");
+  const before = await scene.agent.safetyNumber(RELATION_ID);
+  const tablet = await resetToTablet(scene);
+  const compared = await scene.agent.pendingSafetyNumber(RELATION_ID);
+  assert.ok(compared !== null && compared !== before);
+  assert.equal((await tablet.relation(RELATION_ID)).safetyNumber, compared); // what bob's new device shows
+  const mallory = KeyPair.generate(); // between the comparison and the accept, the server lists mallory's root instead
+  const tabletRow = scene.server.devices.pop();
+  scene.server.publishDevice("mallory", mallory);
+  await assert.rejects(scene.agent.acceptUserReset(RELATION_ID, { safetyNumber: compared }), SafetyNumberMismatch);
+  await assert.rejects(scene.agent.callTool(RELATION_ID, "notify", { title: "x" }, { timeoutMs: 300 }), NoRecipientKey);
+  scene.server.devices.splice(0, 1, tabletRow);
+  assert.equal(await scene.agent.acceptUserReset(RELATION_ID, { safetyNumber: compared.replace(/ /g, "") }), compared);
+  assert.equal(await scene.agent.safetyNumber(RELATION_ID), compared);
+  assert.equal((await scene.call("notify", { title: "to the tablet" }, { device: tablet, ...WAIT }))?.status, "ok");
+  assert.deepEqual(callsSealedTo(scene).at(-1), new Set([tablet.keys.keyId]));
 });
 
 // --- a relation's agent (issue 23, hole 6) -------------------------------------------------------
