@@ -10,21 +10,21 @@
 import { canonicalHash, canonicalize, type Json, type JsonObject } from "./canonical.js";
 import { compileManifest, type CompiledManifest, type CompiledTool } from "./contract.js";
 import type { KeyPair, PublicKeys } from "./crypto.js";
-import { b64encode } from "./encoding.js";
+import { b64encode, b64urlDecode } from "./encoding.js";
 import { MAX_COPIES, openCopy, Recipient, seal, senderKeyId } from "./envelope.js";
 import {
-  ApiError, ArgumentsInvalid, ConsentUnverified, EnvelopeError, ManifestNotPublished, NoRecipientKey, ResultInvalid, ToolCallTimeout,
-  ToolNotDeclared, denialReason, type ErrorDetail,
+  ApiError, ArgumentsInvalid, ConsentUnverified, EnvelopeError, ManifestNotPublished, NoRecipientKey, ResultInvalid, SafetyNumberMismatch,
+  ToolCallTimeout, ToolNotDeclared, denialReason, type ErrorDetail,
 } from "./errors.js";
-import { listen, type WebSocketConstructor } from "./events.js";
-import { KeyDirectory, userKeys } from "./keys.js";
+import { frameParts, listen, type WebSocketConstructor } from "./events.js";
+import { KeyDirectory, listedRoot, relationKeysFrom, userKeys } from "./keys.js";
 import { LocalState } from "./localState.js";
-import type { PrivateJwk } from "./jose.js";
+import { ed25519PublicJwk, type PrivateJwk } from "./jose.js";
 import { HIGH_PROMPT_TIMEOUT_MS } from "./policy.js";
 import { callApi, FetchTransport, sendMessage, TokenSource, type CredentialInput, type EventFrame, type Transport } from "./rest.js";
-import { signRuntimeKey } from "./statements.js";
+import { safetyNumber, sameSafetyNumber, signRuntimeKey } from "./statements.js";
 import type { Store } from "./store.js";
-import { KeyPins, USER } from "./trust.js";
+import { KeyPins, publicIdentity, USER } from "./trust.js";
 import { acknowledgementOf, changedScopes, ConsentMemory } from "./views.js";
 import { AGENT_TO_USER, replyKeyId, USER_TO_AGENT } from "./wire.js";
 import nacl from "tweetnacl";
@@ -261,6 +261,58 @@ export class Agent {
     throw new NoRecipientKey(`the user of relation ${relationId} has no trusted device key`);
   }
 
+  // --- the user's root and the safety number (SPEC §9.2; a user's reset, docs/wire-spec.md §3) ---
+
+  /** The relation's safety number as this side sees it: the agent's identity and the user's
+   * root this runtime pinned at its first look, for the owner to compare with the user's; null
+   * when the agent has no identity key. Raises AmbiguousRoot. */
+  async safetyNumber(relationId: string): Promise<string | null> {
+    return this.numberWith(await this.keydir.root(relationId));
+  }
+
+  /** After the user reset their devices (`keys.device_reset`): the safety number with the root
+   * the server lists now — not trusted — for the owner to compare with the one the user's new
+   * device shows, before {@link acceptUserReset}. Raises AmbiguousRoot, AnswerInvalid. */
+  async pendingSafetyNumber(relationId: string): Promise<string | null> {
+    return this.numberWith(await this.listedUserRoot(relationId));
+  }
+
+  /** Trust the user's new root — only the one whose safety number (or, for an agent without an
+   * identity key, whose key id) was compared out of band: the listing is read once, and what it
+   * names must be exactly that. Every device trusted before is tombstoned. Returns the new
+   * safety number; raises SafetyNumberMismatch (nothing changed), AmbiguousRoot. */
+  async acceptUserReset(relationId: string, compared: { safetyNumber?: string; rootKeyId?: string }): Promise<string | null> {
+    if ((compared.safetyNumber === undefined) === (compared.rootKeyId === undefined)) {
+      throw new Error("name what was compared: safetyNumber or rootKeyId");
+    }
+    const root = await this.listedUserRoot(relationId);
+    const number = await this.numberWith(root);
+    const same = compared.safetyNumber !== undefined ? number !== null && sameSafetyNumber(number, compared.safetyNumber)
+      : root?.keyId === compared.rootKeyId;
+    if (root === null || !same) {
+      console.warn(`hashee agent: relation ${relationId}: the user's root listed now is not the one compared: nothing accepted`);
+      throw new SafetyNumberMismatch(relationId);
+    }
+    const state = this.keydir.pins.state;
+    await state.tombstone(relationId, USER, (await state.pinned(relationId, USER)).keys());
+    await state.pinRoot(relationId, root);
+    await state.pin(relationId, USER, [root]);
+    this.keydir.forget(relationId);
+    return number;
+  }
+
+  private async listedUserRoot(relationId: string): Promise<PublicKeys | null> {
+    return listedRoot(relationKeysFrom(await callApi(this.transport, "GET", `/h2a/relations/${relationId}/keys`), this.clock(), relationId));
+  }
+
+  private async numberWith(root: PublicKeys | null): Promise<string | null> {
+    const own = this.options.identityKey;
+    const identity = own !== undefined ? ed25519PublicJwk({ kty: own.kty, crv: own.crv, x: own.x })
+      : publicIdentity(await this.keydir.servedIdentity(this.agentId));
+    if (identity === null || root === null) return null;
+    return safetyNumber({ agentId: this.agentId, agentIdentity: b64urlDecode(identity.x), userRootDevice: root.ed25519 });
+  }
+
   /** Verify and keep the consent statement a relation event carries (SPEC §9.6). */
   async observeRelation(relation: any): Promise<void> {
     if (relation?.consent_statement === null || relation?.consent_statement === undefined) return;
@@ -276,21 +328,26 @@ export class Agent {
   /** Act on one event frame (socket or poll). */
   async handleFrame(frame: EventFrame): Promise<void> {
     await this.init();
-    const data = frame.data ?? {};
-    if (frame.type.startsWith("h2a.relation_")) await this.observeRelation(data.relation ?? {});
-    if (frame.type === "message.new") await this.onMessage(String(data.relation_id), data.message ?? {});
-    else if (frame.type === "h2a.relation_revoked") {
+    const [type, data] = frameParts(frame); // a frame of another shape is read as an empty one, never thrown on
+    const kind = typeof type === "string" ? type : "";
+    if (kind.startsWith("h2a.relation_")) await this.observeRelation(data.relation ?? {});
+    if (kind === "message.new") await this.onMessage(String(data.relation_id), data.message ?? {});
+    else if (kind === "h2a.relation_revoked") {
       const relationId = String(data.relation?.relation_id);
       for (const p of this.pending.values()) if (p.relationId === relationId) p.resolve({ status: "denied", reason: "permission_revoked" });
-    } else if (frame.type === "h2a.reauth_required" || frame.type === "agent.manifest_updated") this.published = null;
-    else if (frame.type.startsWith("keys.device_")) {
+    } else if (kind === "h2a.reauth_required" || kind === "agent.manifest_updated") this.published = null;
+    else if (kind.startsWith("keys.device_")) {
       const relationId = String(data.relation_id ?? "");
       const keyId = data.device?.key_id;
-      if (frame.type === "keys.device_revoked" && relationId && typeof keyId === "string") {
+      if (kind === "keys.device_revoked" && relationId && typeof keyId === "string") {
         await this.keydir.pins.state.tombstone(relationId, USER, [keyId]); // believing the server here only takes trust away
       }
+      if (kind === "keys.device_reset") { // its revocations came as keys.device_revoked: nothing is trusted
+        console.warn(`hashee agent: relation ${relationId}: the user reset their devices; calls wait until the new safety number`
+          + " is compared and accepted (acceptUserReset)");
+      }
       this.keydir.forget(relationId || undefined);
-    } else if (frame.type === "resync_required") {
+    } else if (kind === "resync_required") {
       this.published = null;
       this.keydir.forget();
     }

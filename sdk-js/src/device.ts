@@ -26,7 +26,7 @@ import {
   AgentChanged, ApiError, EnvelopeError, IdentityChanged, ManifestUnverified, PlatformRefused, UnknownSender, WrongRecipient,
   type DenialReason,
 } from "./errors.js";
-import { listen, type WebSocketConstructor } from "./events.js";
+import { frameParts, listen, type WebSocketConstructor } from "./events.js";
 import { KeyDirectory, agentKeysById } from "./keys.js";
 import { LocalState } from "./localState.js";
 import { HIGH_PROMPT_TIMEOUT_MS, SensitivityPolicy, type PolicySubject } from "./policy.js";
@@ -198,20 +198,20 @@ export class Device {
   /** Act on one event frame; returns the tool_response sent, if any. */
   async handleFrame(frame: EventFrame): Promise<JsonObject | null> {
     await this.init();
-    const data = frame.data ?? {};
-    switch (frame.type) {
+    const [type, data] = frameParts(frame); // a frame of another shape is read as an empty one, never thrown on
+    switch (type) {
       case "message.new":
         return this.handleMessage(String(data.relation_id), data.message ?? {});
       case "h2a.relation_created": case "h2a.relation_updated": case "h2a.relation_revoked": {
         const relation = data.relation ?? {};
-        await this.observeRelation(frame.type, relation);
+        await this.observeRelation(type, relation);
         this.invalidate(String(relation.relation_id));
-        if (frame.type !== "h2a.relation_created") this.policy.forget(String(relation.agent_id));
+        if (type !== "h2a.relation_created") this.policy.forget(String(relation.agent_id));
         break;
       }
       case "h2a.reauth_required": case "agent.manifest_updated":
         this.invalidate(...[...this.cachedViews].filter(([, v]) => v.agentId === String(data.agent_id)).map(([k]) => k));
-        if (frame.type === "h2a.reauth_required") this.policy.forget(String(data.agent_id));
+        if (type === "h2a.reauth_required") this.policy.forget(String(data.agent_id));
         break;
       case "keys.device_revoked": case "keys.device_approved": case "keys.device_published": case "keys.device_reset":
       case "keys.agent_key_published": case "keys.agent_key_revoked": case "agent.identity_changed":

@@ -56,6 +56,19 @@ export function reconnectDelay(failures: number): number {
   return step * (0.5 + Math.random() / 2);
 }
 
+const isRecord = (value: unknown): value is Record<string, any> => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** [type, data] of an event frame (sdk/hashee_sdk/events.py's frame_parts); a frame or data
+ * that is not an object is read as an empty one: nothing in it is believed, both ends check
+ * what they act on, and neither throws on a frame the server shaped otherwise. */
+export function frameParts(frame: unknown): [unknown, Record<string, any>] {
+  if (!isRecord(frame)) {
+    console.warn("hashee: an event frame that is not an object was ignored");
+    return [undefined, {}];
+  }
+  return [frame["type"], isRecord(frame["data"]) ? frame["data"] : {}];
+}
+
 function parseFrame(text: unknown): EventFrame | null {
   if (typeof text !== "string") return null;
   try {

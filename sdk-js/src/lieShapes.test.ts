@@ -11,6 +11,7 @@ import { DENIAL_REASONS, REFUSAL_REASONS, SdkError, TOOL_ERROR_CODES } from "./e
 import type { ToolAnswer } from "./agent.js";
 import { RELATION_ID, widenedPath } from "./testing/fakeServer.js";
 import { type LieKind, lies, MISSING, type Pointer } from "./testing/shapes.js";
+import { pool, quietly } from "./testing/pool.js";
 import { Scene } from "./testing/scene.js";
 
 const STABLE = new Set<string>([...DENIAL_REASONS, ...REFUSAL_REASONS, ...TOOL_ERROR_CODES]);
@@ -123,20 +124,6 @@ async function honestAnswers(kase: Case): Promise<[Heard, Heard]> {
   return [snapshot(scene), older];
 }
 
-async function pool<T>(jobs: (() => Promise<T>)[], width: number): Promise<T[]> {
-  const results: T[] = new Array(jobs.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < jobs.length) {
-      const i = next++;
-      results[i] = await jobs[i]!();
-    }
-  };
-  await Promise.all(Array.from({ length: width }, worker));
-  return results;
-}
-
-const quiet = console.warn;
 let told = 0;
 for (const [name, kase] of Object.entries(CASES)) {
   const [honest, older] = await honestAnswers(kase);
@@ -144,15 +131,10 @@ for (const [name, kase] of Object.entries(CASES)) {
     for (const [path, body] of honest[side]) {
       const shapes = lies(body, older[side].get(path) ?? MISSING);
       test(`${name}: ${side} reads ${path}: ${shapes.length} lies never run what the honest state would not`, async () => {
-        console.warn = () => undefined; // every refusal is logged; thousands of lines say nothing here
-        try {
-          const found = await pool(shapes.map((lie) => async () => (await tell(name, side, path, lie.pointer, lie.kind))
-            .map((w) => `${lie}: ${w}`)), AT_ONCE);
-          told += shapes.length;
-          assert.deepEqual(found.flat(), []);
-        } finally {
-          console.warn = quiet;
-        }
+        const found = await quietly(() => pool(shapes.map((lie) => async () => (await tell(name, side, path, lie.pointer, lie.kind))
+          .map((w) => `${lie}: ${w}`)), AT_ONCE));
+        told += shapes.length;
+        assert.deepEqual(found.flat(), []);
       });
     }
   }

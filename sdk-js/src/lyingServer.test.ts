@@ -5,7 +5,11 @@ import assert from "node:assert/strict";
 import { canonicalHash } from "./canonical.js";
 import { signConsent } from "./consentStatements.js";
 import { KeyPair } from "./crypto.js";
-import { ConsentUnverified } from "./errors.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConsentUnverified, ResultInvalid } from "./errors.js";
+import { fileStore } from "./node/fileStore.js";
 import { generatePrivateJwk, ed25519PublicJwk, type PrivateJwk } from "./jose.js";
 import { ALL_SCOPES, AGENT_ID, manifest, RELATION_ID, USER, widenedPath } from "./testing/fakeServer.js";
 import { addAgentKey, addDevice, relationSays, serveManifest, settleRelation } from "./testing/lying.js";
@@ -192,4 +196,110 @@ test("the pending call, and with it the reply key's private half, is dropped onc
   assert.equal(scene.agent.pendingCalls, 0);
   assert.equal(await scene.call("locate", {}, { deliverAfterMs: 400 }), null); // timed out
   assert.equal(scene.agent.pendingCalls, 0);
+});
+
+// --- the rest of tests/sdk_trust/test_lying_server.py and test_live_server.py -------------------------
+
+test("a call replayed after a restart runs once, whether the server sends the old message again or posts its payload anew: call_replayed", async () => {
+  const scene = await Scene.create();
+  assert.deepEqual(statuses(await scene.call("notify", { title: "once" })), [["ok", null]]);
+  const stored = scene.server.messages[0];
+  const restarted = scene.startDevice();
+  const replays = [scene.server.frame(0), scene.server.post("agent", "artifact_tool_call", stored.payload)];
+  for (const frame of replays) assert.equal(await restarted.handleFrame(frame), null);
+  assert.deepEqual(scene.ran, [["notify", { title: "once" }]]);
+  assert.deepEqual(await scene.refusals(restarted), ["call_replayed", "call_replayed"]);
+});
+
+test("a device restarted on its file store refuses the replay: call_replayed", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "hashee-device-"));
+  try {
+    const scene = await Scene.create();
+    scene.device = scene.startDevice(fileStore(dir)); // what a Node device keeps on disk
+    await scene.device.init();
+    scene.server.devices.length = 0;
+    scene.server.publishDevice("laptop", scene.device.keys);
+    assert.deepEqual(statuses(await scene.call("notify", { title: "once" })), [["ok", null]]);
+    const restarted = scene.startDevice(fileStore(dir));
+    assert.equal(await restarted.handleFrame(scene.server.frame(0)), null);
+    assert.deepEqual(scene.ran, [["notify", { title: "once" }]]);
+    assert.deepEqual(await scene.refusals(restarted), ["call_replayed"]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("a preset scope never falls below its platform level, though the server let the manifest through", async () => {
+  const scene = await Scene.create();
+  const lowLocation = manifest();
+  lowLocation.permission_scopes[2].sensitivity = "low";
+  scene.server.versions[0] = lowLocation;
+  scene.agent = scene.runtime(lowLocation);
+  assert.deepEqual(statuses(await scene.call("locate", {})), [["ok", null]]);
+  assert.deepEqual(scene.asked.map((p) => [p.toolName, p.sensitivity]), [["locate", "high"]]);
+});
+
+// The TypeScript device has no diff engine yet (src/views.ts): any change of a scope's tools or
+// entry is pending re-consent — stricter than Python, where lowering a level or widening a
+// bound is not breaking and the floors of what bob consented to hold instead (contract.test.ts
+// tests those floors in decide()). Either way nothing runs that bob did not consent to.
+test("a scope lowered since bob consented never runs below his level: reauth_required here (stricter than Python's floor)", async () => {
+  const scene = await Scene.create();
+  const v1 = manifest();
+  v1.permission_scopes.push({ id: "calendar:read", label_i18n_key: "agent.scope.calendar.label", label_fallback: "Calendar", sensitivity: "high" });
+  v1.tools.push({ name: "agenda", description_i18n_key: "agent.cap.agenda.description", input_schema: { type: "object", properties: {} },
+    permission_scope: "calendar:read" });
+  const v2 = JSON.parse(JSON.stringify(v1));
+  v2.permission_scopes[3].sensitivity = "low"; // lowering is not breaking
+  scene.server.versions[0] = v1;
+  scene.server.granted.push("calendar:read");
+  scene.server.publish(v2);
+  assert.deepEqual(statuses(await scene.call("agenda", {}, { agent: scene.runtime(v2) })), [["denied", "reauth_required"]]);
+  assert.deepEqual(scene.asked, []); // never silently at low
+  assert.deepEqual(scene.ran, []);
+});
+
+test("arguments beyond the schema bob consented to never run: reauth_required here (stricter than Python's TOOL_INVALID_ARGUMENTS)", async () => {
+  const scene = await Scene.create();
+  const longer = manifest();
+  longer.tools[0].input_schema.properties.path.maxLength = 4096; // a widening: not breaking
+  scene.server.publish(longer);
+  assert.deepEqual(statuses(await scene.call("read_file", { path: "x".repeat(2000) }, { agent: scene.runtime(longer) })),
+    [["denied", "reauth_required"]]);
+  assert.deepEqual(scene.ran, []);
+});
+
+test("a raised sensitivity is reauth_required even when the server hides it", async () => {
+  const scene = await Scene.create();
+  const raised = manifest();
+  raised.permission_scopes[1].sensitivity = "medium"; // notification:send low → medium
+  scene.server.publish(raised, ["notification:send"]);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, settleRelation);
+  assert.deepEqual(statuses(await scene.call("notify", { title: "hi" }, { agent: scene.runtime(raised) })), [["denied", "reauth_required"]]);
+  assert.deepEqual(scene.ran, []);
+});
+
+test("a call under another manifest than the published one is manifest_unverified", async () => {
+  const scene = await Scene.create();
+  const call = scene.toolCall("notify", "call_other", { title: "a version 1 bob never saw" }, { manifest_hash: "0".repeat(64) });
+  assert.notEqual(await scene.device.handleFrame(scene.forgeCall(call, scene.agent.keys)), null);
+  assert.deepEqual(scene.ran, []);
+  assert.deepEqual(await scene.refusals(), ["manifest_unverified"]);
+});
+
+test("a result that breaks the output schema never reaches the agent: TOOL_PLATFORM_ERROR, or ResultInvalid from a device that skips the check", async () => {
+  const scene = await Scene.create();
+  const withOutput = manifest();
+  withOutput.tools[0].output_schema = { type: "object", required: ["text"], properties: { text: { type: "string", maxLength: 4 } } };
+  scene.server.versions[0] = withOutput;
+  scene.agent = scene.runtime(withOutput);
+  const honest = await scene.call("read_file", { path: "/etc/passwd" });
+  const execute = (scene.device as any).execute.bind(scene.device); // a device that skips its result check
+  (scene.device as any).execute = (view: unknown, callId: string, tool: any, args: unknown) => execute(view, callId, { ...tool, output: null }, args);
+  const refused = await scene.call("read_file", { path: "/etc/passwd" }).then(() => null, (error: unknown) => error);
+  assert.deepEqual(statuses(honest), [["error", "TOOL_PLATFORM_ERROR"]]);
+  assert.ok(refused instanceof ResultInvalid);
+  assert.deepEqual(refused.details.map((d) => [d.path, d.code]), [["/result/text", "TOO_LONG"]]);
+  assert.ok(!`${refused.message} ${JSON.stringify(refused.details)}`.includes("hello")); // the result is never echoed
+  assert.equal(scene.ran.length, 2); // both ran; neither result reached the agent's caller
 });

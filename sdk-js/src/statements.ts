@@ -87,6 +87,12 @@ export function fingerprint(publicKey: Uint8Array, stableId: string): string {
 
 /** The 60-digit safety number of a relation: both fingerprints, the smaller first, in
  * twelve groups of five separated by spaces. */
+/** Whether two safety numbers are the same digits, however grouped or spaced (statements.same_safety_number). */
+export function sameSafetyNumber(shown: string, compared: string): boolean {
+  const digits = (number: string): string => number.replace(/[^0-9]/g, "");
+  return digits(shown) !== "" && digits(shown) === digits(compared);
+}
+
 export function safetyNumber({ agentId, agentIdentity, userRootDevice }: {
   agentId: string; agentIdentity: Uint8Array; userRootDevice: Uint8Array;
 }): string {

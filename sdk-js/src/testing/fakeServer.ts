@@ -50,6 +50,12 @@ const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 const ok = (body: unknown, status = 200): HttpResponse => ({ status, body: clone(body), headers: {} });
 const error = (status: number, code: string, message = ""): HttpResponse => ({ status, body: { error: { code, message, details: [] } }, headers: {} });
 
+/** A key-directory row for a device (approved by `approver`, or a root when none). */
+export function listed(deviceId: string, keys: KeyPair, approver: KeyPair | null = null): any {
+  return { device_id: deviceId, ...keys.public.asApi(), key_id: keys.keyId, created_at: "2026-01-02T00:00:00Z",
+    approved_by_key_id: approver?.keyId ?? null, approval: approver ? approveDevice(approver, { deviceId, keyId: keys.keyId }) : null };
+}
+
 export class FakeServer {
   versions: any[] = [manifest()];
   granted = [...ALL_SCOPES];
@@ -82,8 +88,7 @@ export class FakeServer {
   }
 
   publishDevice(deviceId: string, keys: KeyPair, approver: KeyPair | null = null): void {
-    this.devices.push({ device_id: deviceId, ...keys.public.asApi(), key_id: keys.keyId, created_at: "2026-01-01T00:00:00Z",
-      approved_by_key_id: approver?.keyId ?? null, approval: approver ? approveDevice(approver, { deviceId, keyId: keys.keyId }) : null });
+    this.devices.push({ ...listed(deviceId, keys, approver), created_at: "2026-01-01T00:00:00Z" });
   }
 
   publishAgent(keys: KeyPair): void {

@@ -2,8 +2,8 @@
  * An agent runtime and bob's device talking through the fake server, each behind a
  * {@link LyingTransport} the test turns into a liar (tests/sdk_trust/scene.py in TypeScript).
  */
-import type { JsonObject } from "../canonical.js";
-import type { KeyPair } from "../crypto.js";
+import { canonicalHash, type JsonObject } from "../canonical.js";
+import { KeyPair } from "../crypto.js";
 import { Agent, type ToolAnswer } from "../agent.js";
 import { Device, type PromptAnswer, type PromptRequest } from "../device.js";
 import { Recipient, seal } from "../envelope.js";
@@ -50,17 +50,26 @@ export class Scene {
       return name === "notify" ? { shown: true } : name === "read_file" ? { text: "hello" } : { latitude: 1, longitude: 2, accuracy_m: 1000 };
     };
     return new Device({ url: "http://fake", credential: "hsk_fake", deviceId, store, transport: this.userSide, clock: this.clock,
-      tools: { notify: record("notify"), read_file: record("read_file"), locate: record("locate") },
+      tools: { notify: record("notify"), read_file: record("read_file"), locate: record("locate"), agenda: record("agenda") },
       prompt: (request) => {
         this.asked.push(request);
         return this.answer;
       } });
   }
 
-  /** An agent runtime with the agent's keys (its store's key pair) calling under `calledUnder`. */
-  runtime(calledUnder: JsonObject): Agent {
-    return new Agent({ url: "http://fake", credential: "hak_fake", agentId: AGENT_ID, store: this.agentStoreCopy(), manifest: calledUnder,
+  /** An agent runtime with the agent's keys (its store's key pair) calling under `calledUnder`;
+   * with `store`, a runtime that keeps everything there (a restart is another one on the same store). */
+  runtime(calledUnder: JsonObject, store?: Store): Agent {
+    return new Agent({ url: "http://fake", credential: "hak_fake", agentId: AGENT_ID, store: store ?? this.agentStoreCopy(), manifest: calledUnder,
       transport: this.agentSide, clock: this.clock });
+  }
+
+  /** A tool call as the agent's runtime makes it, for forging (`changes` overrides its fields). */
+  toolCall(name: string, callId: string, args: JsonObject = { title: "forged" }, changes: JsonObject = {}): JsonObject {
+    const scopes: Record<string, string> = { notify: "notification:send", read_file: "filesystem:read", locate: "location:read" };
+    return { subtype: "tool_call", call_id: callId, tool_name: name, arguments: args, permission_scope: scopes[name] ?? "calendar:read",
+      timeout_ms: 100, manifest_version: 1, manifest_hash: canonicalHash(manifest()), reply_key: KeyPair.generate().public.asApi().x25519_public,
+      expires_at: this.nowMs + 30_000, ...changes };
   }
 
   private agentStoreCopy(): Store {
