@@ -395,10 +395,12 @@ class UserClient(FrameConsumer):
         message_id = str(message.get("message_id") or "")
         if message_id and message_id in self._delivered:
             return None  # delivered twice (socket and poll): already handled here
-        self._remember_delivery(message_id)
         opened = await self._open(relation_id, message)
-        if opened is None:
+        # Remembered only once it opened: a copy under the same id that does not (a server's
+        # lie, a damaged frame) must not make the true call that follows look delivered.
+        if opened is None or (message_id and message_id in self._delivered):
             return None
+        self._remember_delivery(message_id)
         call = opened.artifact
         refusal = (call_refusal(call, signed_at_ms=opened.signed_at_ms, now_ms=int(self.clock() * 1000))
                    or self._replayed(relation_id, message_id, call))

@@ -3,6 +3,8 @@ stable reason the user sees (an audit entry, or a denial the agent gets)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -253,3 +255,34 @@ def test_memory_is_only_used_when_asked_for_by_name() -> None:
     with pytest.raises(TypeError):
         AuditLog()  # type: ignore[call-arg]
     assert LocalStore.in_memory().path == AuditLog.in_memory().path == ":memory:"
+
+
+@pytest.mark.parametrize("lie", ["payload", "relation"])
+def test_a_forged_copy_of_a_call_does_not_hide_the_true_one(lie: str) -> None:
+    """The server delivers a copy that does not open (another payload, or presented as
+    another relation's) under the true call's message id, then the true call: bob's device
+    answers the true one (the lie could only make it look delivered twice)."""
+    scene = Scene()
+
+    async def lie_then_truth() -> ToolResult | None:
+        sent = len(scene.server.messages)
+        task = asyncio.create_task(scene.agent.call_tool(RELATION_ID, "notify", {"title": "hi"},
+                                                         timeout=2))
+        while len(scene.server.messages) == sent:
+            await asyncio.sleep(0.002)
+        honest = scene.server.frame(sent)
+        forged = copy.deepcopy(honest)
+        message = forged["data"]["message"]
+        if lie == "payload":
+            message["payload"] = {"v": 2, "ciphertext": "AAAA"}
+        else:
+            forged["data"]["relation_id"] = "00000000-0000-4000-8000-000000000000"
+        with contextlib.suppress(Exception):
+            await scene.client.handle_frame(forged)
+        await scene.client.handle_frame(honest)
+        await scene.agent.handle_frame(scene.server.frame(sent + 1))
+        return await task
+
+    result = run(lie_then_truth())
+
+    assert result is not None and result.ok, result
