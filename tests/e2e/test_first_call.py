@@ -1,0 +1,56 @@
+"""From nothing to a first tool call with the SDK's helpers only (issue 25): sdk/examples/
+first_call.py, as the SDK README's quick start shows it, run against a live demo server. The
+owner creates the agent, registers an identity, publishes a signed manifest and issues the
+runtime's key; bob's device connects with a scope; the agent calls the tool — no raw REST.
+
+``HASHEE_SDK_PYTHON`` runs the example on another interpreter (scripts/test: the venv of the
+lowest dependency versions sdk/pyproject.toml allows), the server staying on this one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.live import ROOT, LiveServer, sqlite_demo_server
+
+EXAMPLE = ROOT / "sdk" / "examples" / "first_call.py"
+README = ROOT / "sdk" / "README.md"
+
+pytestmark = pytest.mark.sqlite_only
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with sqlite_demo_server(tmp_path_factory.mktemp("first-call")) as live:
+        yield live
+
+
+def sdk_python() -> str:
+    return os.environ.get("HASHEE_SDK_PYTHON") or sys.executable
+
+
+def test_the_readme_quick_start_is_the_example_as_run() -> None:
+    assert EXAMPLE.read_text() in README.read_text()
+
+
+def test_the_quick_start_goes_from_nothing_to_a_first_tool_call(server: LiveServer, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "sdk")}  # this checkout's package, as `pip install ./sdk`
+
+    done = subprocess.run([sdk_python(), str(EXAMPLE), server.url, server.alice_key, server.bob_key, "bob"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "groceries: milk, eggs, coffee"
+    with server.api(server.alice_key) as alice:
+        mine = alice.get("/agents", params={"owner": "me", "q": "Notes"}).json()["results"]
+        notes = next(agent for agent in mine if agent["name"] == "Notes")
+        agent = alice.get(f"/agents/{notes['agent_id']}").json()
+        keys = alice.get(f"/agents/{notes['agent_id']}/credentials").json()["results"]
+    assert agent["capability_manifest_version"] == 2 and agent["publisher_verified"] is True
+    assert len(keys) == 1
+    assert (tmp_path / ".hashee" / "owner" / "identity.jwk").stat().st_mode & 0o777 == 0o600
