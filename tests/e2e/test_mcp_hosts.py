@@ -13,6 +13,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,19 @@ def test_the_openai_agents_sdk_lists_and_calls_through_its_own_mcp_client(
 
     assert report["tools"] == TOOLS and report["is_error"] is False
     assert [json.loads(text) for text in report["text"]] == [{"echo": "hi agents"}]
+
+
+def test_the_official_mcpserver_of_the_comparison_serves_the_same_read_note(tmp_path: Path) -> None:
+    """examples/openai_agents/read_note_mcpserver.py, the line-count comparison with
+    sdk/examples/user_client.py, is a working server giving the device's answer."""
+    async def main() -> types.CallToolResult:
+        params = StdioServerParameters(command=sys.executable, args=[str(EXAMPLE.parent / "read_note_mcpserver.py")],
+                                       cwd=tmp_path)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            assert [tool.name for tool in (await session.list_tools()).tools] == ["read_note"]
+            return await session.call_tool("read_note", {"title": "groceries"})
+
+    result = asyncio.run(main())
+
+    assert isinstance(result.content[0], types.TextContent) and result.content[0].text == "groceries: milk, eggs, coffee"

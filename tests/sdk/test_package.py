@@ -11,11 +11,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ("django", "rest_framework", "channels", "drf_spectacular", "hashee", "agents", "relations", "toolcalls",
@@ -153,3 +155,13 @@ def test_every_relative_link_of_the_readme_is_a_file_of_the_sdist(built: Built) 
     assert relative >= {"CHANGELOG.md", "LICENSE", "examples/first_call.py"}
     assert relative <= names, sorted(relative - names)
     assert not any(link.startswith(("../", "/")) for link in relative)
+
+
+def test_constraints_lowest_pins_exactly_the_lower_bound_of_every_dependency() -> None:
+    project = tomllib.loads((ROOT / "sdk" / "pyproject.toml").read_text())["project"]
+    declared = [Requirement(line) for line in [*project["dependencies"], *project["optional-dependencies"]["mcp"]]]
+    lower = {req.name.lower(): next(s.version for s in req.specifier if s.operator == ">=") for req in declared}
+    lines = (ROOT / "sdk" / "constraints-lowest.txt").read_text().splitlines()
+    pins = [Requirement(line.split("#")[0]) for line in lines if line.split("#")[0].strip()]
+
+    assert {pin.name.lower(): str(pin.specifier) for pin in pins} == {name: f"=={v}" for name, v in lower.items()}
