@@ -15,6 +15,7 @@ checkout), so a change to its code or ranges rebuilds the venv.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -61,7 +62,15 @@ def _recipes() -> dict[str, tuple[list[Path], list[str]]]:
 
 
 def side_venv(name: str) -> Path:
-    """The interpreter of side venv ``name``, built first when missing or out of date."""
+    """The interpreter of side venv ``name``, built first when missing or out of date (one
+    builder at a time: pytest-xdist's workers may ask together)."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with (RUN_DIR / f"venv-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _built(name)
+
+
+def _built(name: str) -> Path:
     inputs, args = _recipes()[name]
     venv = RUN_DIR / f"venv-{name}"
     stamp = venv / f".built-{_stamp([*inputs, *_sdk_files()], args)}"
