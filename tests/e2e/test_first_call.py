@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.live import ROOT, LiveServer, sqlite_demo_server
+from tests.side_venvs import side_venv
 
 EXAMPLE = ROOT / "sdk" / "examples" / "first_call.py"
 README = ROOT / "sdk" / "README.md"
@@ -38,19 +39,33 @@ def test_the_readme_quick_start_is_the_example_as_run() -> None:
     assert EXAMPLE.read_text() in README.read_text()
 
 
-def test_the_quick_start_goes_from_nothing_to_a_first_tool_call(server: LiveServer, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "sdk")}  # this checkout's package, as `pip install ./sdk`
-
-    done = subprocess.run([sdk_python(), str(EXAMPLE), server.url, server.alice_key, server.bob_key, "bob"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+def run_first_call(server: LiveServer, python: str, cwd: Path, env: dict[str, str], *, user: str = "bob") -> None:
+    """``user``'s first device serves the call (a second device of one user would need approving)."""
+    user_key = server.bob_key if user == "bob" else \
+        server.manage("create_api_key", user, "--create-user").strip().splitlines()[-1]
+    done = subprocess.run([python, str(EXAMPLE), server.url, server.alice_key, user_key, user],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "groceries: milk, eggs, coffee"
     with server.api(server.alice_key) as alice:
         mine = alice.get("/agents", params={"owner": "me", "q": "Notes"}).json()["results"]
-        notes = next(agent for agent in mine if agent["name"] == "Notes")
-        agent = alice.get(f"/agents/{notes['agent_id']}").json()
-        keys = alice.get(f"/agents/{notes['agent_id']}/credentials").json()["results"]
-    assert agent["capability_manifest_version"] == 2 and agent["publisher_verified"] is True
-    assert len(keys) == 1
-    assert (tmp_path / ".hashee" / "owner" / "identity.jwk").stat().st_mode & 0o777 == 0o600
+        for notes in (agent for agent in mine if agent["name"] == "Notes"):
+            agent = alice.get(f"/agents/{notes['agent_id']}").json()
+            keys = alice.get(f"/agents/{notes['agent_id']}/credentials").json()["results"]
+            assert agent["capability_manifest_version"] == 2 and agent["publisher_verified"] is True
+            assert len(keys) == 1
+    assert (cwd / ".hashee" / "owner" / "identity.jwk").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_quick_start_goes_from_nothing_to_a_first_tool_call(server: LiveServer, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "sdk")}  # this checkout's package, as `pip install ./sdk`
+
+    run_first_call(server, sdk_python(), tmp_path, env)
+
+
+def test_a_venv_beside_the_openai_agents_sdk_gets_its_first_tool_call_too(server: LiveServer, tmp_path: Path) -> None:
+    """The package as pip installed it beside openai-agents (no PYTHONPATH to this checkout)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+    run_first_call(server, str(side_venv("openai-agents")), tmp_path, env, user="carol")
