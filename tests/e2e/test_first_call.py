@@ -8,6 +8,7 @@ lowest dependency versions sdk/pyproject.toml allows), the server staying on thi
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from hashee_sdk import ApiError, Owner
+from hashee_sdk.core.signing import generate_private_jwk, jwk_thumbprint
 from tests.e2e.live import ROOT, LiveServer, sqlite_demo_server
 from tests.side_venvs import side_venv
 
@@ -69,3 +72,40 @@ def test_a_venv_beside_the_openai_agents_sdk_gets_its_first_tool_call_too(server
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
 
     run_first_call(server, str(side_venv("openai-agents")), tmp_path, env, user="carol")
+
+
+def test_the_owner_helpers_keep_the_servers_rules(server: LiveServer) -> None:
+    """alice's Owner: a dry run stores nothing; once an identity is registered an unsigned
+    manifest is refused with the server's code; a rotation needs the old key; a revoked
+    hak_ key stops working at once and listings never show a secret."""
+    manifest = {"schema_version": "1.0", "agent_version": "1.0.0", "tools": [], "permission_scopes": []}
+
+    async def main() -> None:
+        async with Owner(server.url, server.alice_key) as owner:
+            agent_id = str((await owner.create_agent("Owner helpers", manifest))["agent_id"])
+            dry = await owner.publish(agent_id, {**manifest, "agent_version": "1.0.1"}, dry_run=True)
+            first, second = generate_private_jwk(), generate_private_jwk()
+            await owner.register_identity(agent_id, first)
+            with pytest.raises(ApiError) as unsigned:
+                await owner.publish(agent_id, {**manifest, "agent_version": "1.0.2"})
+            with pytest.raises(ApiError) as unrotated:
+                await owner.register_identity(agent_id, second)
+            rotated = await owner.register_identity(agent_id, second, rotate_from=first)
+            published = await owner.publish(agent_id, {**manifest, "agent_version": "1.0.3"}, sign_with=second,
+                                            expected_version=1)
+            agent_key = await owner.issue_agent_key(agent_id, name="runtime")
+            (listed,) = await owner.agent_keys(agent_id)
+            with server.api(agent_key) as runtime:
+                before = runtime.get(f"/agents/{agent_id}/keys").status_code
+                await owner.revoke_agent_key(agent_id, listed["key_id"])
+                after = runtime.get(f"/agents/{agent_id}/keys").status_code
+
+        assert dry["dry_run"] is True and dry["capability_manifest_version"] == 2  # what it would be
+        assert unsigned.value.code == "MANIFEST_SIGNATURE_REQUIRED"
+        assert unrotated.value.code == "IDENTITY_KEY_EXISTS"
+        assert rotated["kid"] == jwk_thumbprint(second)
+        assert published["capability_manifest_version"] == 2 and published["publisher_verified"] is True  # the dry run stored nothing
+        assert agent_key.startswith("hak_") and listed["name"] == "runtime" and "secret" not in listed
+        assert (before, after) == (200, 401)
+
+    asyncio.run(main())
