@@ -53,6 +53,7 @@ the tool's output_schema), TokenExchangeRefused (a revoked key ends renewal), Ap
 
 from __future__ import annotations
 
+from hashee_sdk._version import __version__
 from hashee_sdk.agent import AgentRuntime, ToolResult
 from hashee_sdk.audit import AuditEntry, AuditLog
 from hashee_sdk.client import PromptRequest, UserClient
@@ -93,6 +94,7 @@ from hashee_sdk.errors import (
 )
 from hashee_sdk.keys import KeyDirectory, RelationKeys
 from hashee_sdk.keystore import KeyStore, KeyStoreError
+from hashee_sdk.owner import Owner
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
 from hashee_sdk.runtime import Agent, Device, NotListening, publish_runtime_key
@@ -109,10 +111,10 @@ __all__ = [
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
     "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",
-    "OpenedCopy", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient",
+    "OpenedCopy", "Owner", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient",
     "RelationKeys", "RelationView", "ResultInvalid", "SafetyNumberMismatch", "SdkError", "SensitivityPolicy",
     "TokenExchangeRefused", "TokenSource", "Tool",
     "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
-    "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "compile_manifest",
+    "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "__version__", "compile_manifest",
     "decide", "desktop_tools", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",
 ]

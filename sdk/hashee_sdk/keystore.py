@@ -15,7 +15,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from hashee_sdk.audit import AuditLog
 from hashee_sdk.core import signing
@@ -52,6 +52,11 @@ class KeyStore:
             return KeyPair.from_secret(secret)
         except (KeyError, TypeError, ValueError):
             raise KeyStoreError(f"{self.directory / (name + '.keys.json')} is not a key pair") from None
+
+    @overload
+    def identity_key(self, name: str = ..., *, create: Literal[True]) -> dict[str, str]: ...
+    @overload
+    def identity_key(self, name: str = ..., *, create: bool = ...) -> dict[str, str] | None: ...
 
     def identity_key(self, name: str = "identity", *, create: bool = False) -> dict[str, str] | None:
         """An agent's private identity JWK (SPEC §9.1) called ``name``: None when there is

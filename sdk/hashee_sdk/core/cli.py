@@ -36,10 +36,9 @@ from hashee_sdk.core.signing import (
     ed25519_private_jwk,
     ed25519_public_jwk,
     generate_private_jwk,
+    identity_registration,
     jwk_thumbprint,
     public_of,
-    sign_compact,
-    sign_identity_proof,
     sign_manifest,
     verify_manifest,
 )
@@ -53,6 +52,28 @@ USAGE = (
     "manifest keygen OUT | manifest sign FILE --key OUT | manifest verify FILE --signature JWS --jwk PUBLIC_JWK_FILE | "
     "manifest prove --key OUT --agent AGENT_ID [--rotate-from OLD_KEY]"
 )
+HELP = """\
+usage: hashee [manifest] SUBCOMMAND … (also: python manage.py manifest SUBCOMMAND …)
+
+Offline checks and signatures of a capability manifest (SPEC §8, §9.1); each prints one JSON
+object {"ok", "command", "subcommand", "data"|"error"} and exits 0 on success, 1 on failure,
+2 on bad usage.
+
+  validate FILE                       the manifest's rules and the 128 KiB cap
+  hash FILE                           its RFC 8785 SHA-256 (what the server stores)
+  diff OLD_FILE NEW_FILE              the changes, breaking ones marked
+  card FILE [--name NAME] [--description TEXT] [--url URL] [--shape combined|v1|seed]
+                                      the A2A agent card
+  keygen OUT                          a private Ed25519 JWK for the agent's identity (0600, never overwritten)
+  sign FILE --key OUT                 the detached JWS to send as capability_manifest_signature
+  verify FILE --signature JWS --jwk PUBLIC_JWK_FILE
+                                      check a signature as a client does
+  prove --key OUT --agent AGENT_ID [--rotate-from OLD_KEY]
+                                      the body of PUT /agents/{id}/identity
+
+  -h, --help                          this text
+  --version                           the SDK's version
+"""
 CARD_URL_BASE = "https://hashee.example/agents/"
 _CARD_OPTIONS = ("name", "description", "url", "shape")
 _SHAPES: dict[str, CardShape] = {"combined": "combined", "v1": "v1", "seed": "seed"}
@@ -89,7 +110,18 @@ def run(argv: Sequence[str]) -> tuple[int, dict[str, Any]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script ``hashee`` (and ``python -m hashee_sdk.core.cli``): prints the
     result object and returns the exit code (SPEC §8)."""
-    code, result = run(sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [COMMAND]:
+        args = args[1:]
+    if args[:1] in (["-h"], ["--help"], ["help"]):
+        print(HELP, end="")
+        return 0
+    if args[:1] == ["--version"]:
+        from hashee_sdk._version import __version__
+
+        print(f"hashee-sdk {__version__}")
+        return 0
+    code, result = run(args)
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return code
 
@@ -184,12 +216,8 @@ def _prove(positional: list[str], options: dict[str, str]) -> dict[str, Any]:
     _expect(positional, options, files=0, allowed=("key", "agent", "rotate-from"), required=("key", "agent"))
     key = _jwk(options["key"], ed25519_private_jwk)
     agent_id = options["agent"].strip() or _usage("--agent must not be empty.")
-    kid = jwk_thumbprint(key)
-    body = {"jwk": public_of(key), "proof": sign_identity_proof(key, agent_id=agent_id)}
-    if "rotate-from" in options:
-        old = _jwk(options["rotate-from"], ed25519_private_jwk)
-        body["rotation"] = sign_compact(kid.encode(), old, kid=jwk_thumbprint(old))
-    return {"kid": kid, "body": body}
+    old = _jwk(options["rotate-from"], ed25519_private_jwk) if "rotate-from" in options else None
+    return {"kid": jwk_thumbprint(key), "body": identity_registration(key, agent_id=agent_id, rotate_from=old)}
 
 
 def _jwk(path: str, check: Callable[[Any], dict[str, str]]) -> dict[str, str]:

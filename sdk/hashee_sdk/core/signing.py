@@ -265,6 +265,18 @@ def sign_identity_proof(private_jwk: Mapping[str, Any], *, agent_id: str) -> str
     return sign_compact(identity_proof_bytes(agent_id), private_jwk, kid=jwk_thumbprint(private_jwk))
 
 
+def identity_registration(private_jwk: Mapping[str, Any], *, agent_id: str,
+                          rotate_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The body of ``PUT /agents/{id}/identity`` registering ``private_jwk``'s public key:
+    ``{"jwk", "proof"}``, and ``"rotation"`` (the new kid signed by the old key) when
+    replacing ``rotate_from``. Raises InvalidKeyError."""
+    body: dict[str, Any] = {"jwk": public_of(private_jwk), "proof": sign_identity_proof(private_jwk, agent_id=agent_id)}
+    if rotate_from is not None:
+        body["rotation"] = sign_compact(jwk_thumbprint(private_jwk).encode(), rotate_from,
+                                        kid=jwk_thumbprint(rotate_from))
+    return body
+
+
 def verify_identity_proof(proof: Any, public_jwk: Mapping[str, Any], *, agent_id: str) -> None:
     """Check that ``proof`` is ``public_jwk``'s own signature for ``agent_id``; raises InvalidSignatureError."""
     if not isinstance(proof, str) or proof.count(".") != 2:
