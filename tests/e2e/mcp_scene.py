@@ -45,6 +45,14 @@ MANIFEST: dict[str, Any] = {
 }
 
 
+def reworded_manifest() -> dict[str, Any]:
+    """Version 1.0.1: ``echo`` says what it does in other words — no permission changes."""
+    reworded = copy.deepcopy(MANIFEST)
+    reworded["agent_version"] = "1.0.1"
+    reworded["tools"][0]["description_fallback"] = "echo bob's words back from his device"
+    return reworded
+
+
 def widened_manifest() -> dict[str, Any]:
     """Version 2: ``delete_note`` takes a list of ids too — a breaking change of notes:write."""
     widened = copy.deepcopy(MANIFEST)
@@ -109,17 +117,19 @@ class Scene:
         with self.live.api(self.live.alice_key) as alice:
             _ok(alice.patch(f"/agents/{self.agent_id}", json={"capability_manifest": manifest}))
 
-    def reconsent(self) -> None:
+    def reconsent(self, scopes: list[str] | None = None) -> None:
+        """bob acknowledges the current version, granting ``scopes`` (default: the same)."""
         with self.live.api(self.live.bob_key) as bob:
             relation = _ok(bob.get(f"/h2a/relations/{self.relation_id}"))
             _ok(bob.patch(f"/h2a/relations/{self.relation_id}", json={
-                "granted_scopes": relation["granted_scopes"],
+                "granted_scopes": relation["granted_scopes"] if scopes is None else scopes,
                 "acknowledged_manifest_version": relation["current_manifest_version"]}))
 
     def bridge_env(self) -> dict[str, str]:
         return {**os.environ, "HASHEE_URL": self.live.url, "HASHEE_AGENT_ID": self.agent_id,
                 "HASHEE_AGENT_KEY": self.agent_key, "HASHEE_STATE_DIR": str(self.home / "bridge"),
-                "PYTHONPATH": str(ROOT)}
+                # this tree's SDK, wherever the venv's editable install points
+                "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sdk"), os.environ.get("PYTHONPATH", "")])}
 
     def bridge_args(self, *extra: str) -> list[str]:
         return ["-m", "hashee_sdk.mcp_server", "--relation", self.relation_id, "--manifest", str(self.manifest_file),

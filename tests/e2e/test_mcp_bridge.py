@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 
 from hashee_sdk import KeyPair
 from tests.e2e.live import LiveServer, sqlite_demo_server
-from tests.e2e.mcp_scene import Scene, widened_manifest
+from tests.e2e.mcp_scene import Scene, reworded_manifest, widened_manifest
 
 TRANSPORTS = ("stdio", "http")
 BOBS_DEVICE = KeyPair.generate()  # bob's one device on the module's server: a second one would need approving
@@ -96,3 +96,46 @@ def test_a_breaking_change_removes_the_tool_from_the_list_until_bob_consents_aga
         assert await names(session) == ["echo", "broken", "slow", "delete_note"]
 
     run_scene(server, tmp_path, transport, body)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_list_follows_new_versions_after_bob_consented_again(
+        server: LiveServer, tmp_path: Path, transport: str) -> None:
+    """Issue 25, bug 1: once the bridge had seen a relation event, it read the acknowledged
+    version with its token, was refused, and listed nothing until restarted."""
+    async def body(scene: Scene, session: ClientSession) -> None:
+        await asyncio.to_thread(scene.reconsent)  # a relation event: the bridge now follows bob's acknowledgement
+        await asyncio.to_thread(scene.publish, reworded_manifest())
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        listed = {tool.name: tool.description for tool in (await session.list_tools()).tools}
+        assert listed == {"echo": "echo bob's words back from his device", "broken": "broken on bob's device",
+                          "slow": "slow on bob's device", "delete_note": "delete_note on bob's device"}
+
+        widened = widened_manifest()
+        widened["tools"][0]["description_fallback"] = "echo bob's words back from his device"
+        await asyncio.to_thread(scene.publish, widened)
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        assert await names(session) == ["echo", "broken", "slow"]  # notes:write waits for bob again
+        still = await session.call_tool("echo", {"text": "after two versions"})
+        assert still.structured_content == {"echo": "after two versions"}
+
+    run_scene(server, tmp_path, transport, body)
+
+
+def test_a_manifest_file_ahead_of_the_server_keeps_the_published_one_in_use(server: LiveServer, tmp_path: Path) -> None:
+    """The publisher writes its file, then publishes: an event in between must not move the
+    bridge to a manifest the agent does not publish yet (every call would be refused)."""
+    async def body(scene: Scene, session: ClientSession) -> None:
+        await names(session)
+        scene.manifest_file.write_text(json.dumps(reworded_manifest()))  # not on the server yet
+        await asyncio.to_thread(scene.reconsent, ["notes:read"])  # bob takes notes:write back
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        assert await names(session) == ["echo", "broken", "slow"]
+        ok = await session.call_tool("echo", {"text": "under version 1"})
+        assert ok.structured_content == {"echo": "under version 1"}
+
+        await asyncio.to_thread(scene.publish, reworded_manifest())
+        assert await scene.next_notification() == "notifications/tools/list_changed"
+        assert (await session.list_tools()).tools[0].description == "echo bob's words back from his device"
+
+    run_scene(server, tmp_path, "stdio", body)
