@@ -94,6 +94,8 @@ class Scene:
     agent_key: str = ""
     relation_id: str = ""
     device: Device = field(default_factory=Device)
+    manifest: dict[str, Any] = field(default_factory=lambda: MANIFEST)
+    handlers: dict[str, Any] | None = None  # bob's device's, else Device's
     notifications: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     capabilities: types.ServerCapabilities | None = None  # what the bridge said at initialize
 
@@ -104,12 +106,14 @@ class Scene:
     def create(self) -> None:
         """alice publishes the agent; bob grants both scopes."""
         with self.live.api(self.live.alice_key) as alice, self.live.api(self.live.bob_key) as bob:
-            agent = _ok(alice.post("/agents", json={"name": f"NotesBot {self.home.name}", "capability_manifest": MANIFEST}))
+            agent = _ok(alice.post("/agents", json={"name": f"NotesBot {self.home.name}",
+                                                    "capability_manifest": self.manifest}))
             self.agent_id = str(agent["agent_id"])
+            scopes = [scope["id"] for scope in self.manifest["permission_scopes"]]
             self.relation_id = str(_ok(bob.post("/h2a/relations", json={
-                "agent_id": self.agent_id, "granted_scopes": ["notes:read", "notes:write"]}))["relation_id"])
+                "agent_id": self.agent_id, "granted_scopes": scopes}))["relation_id"])
         self.agent_key = self.live.manage("create_agent_key", self.agent_id).strip().splitlines()[-1]
-        self.manifest_file.write_text(json.dumps(MANIFEST))
+        self.manifest_file.write_text(json.dumps(self.manifest))
 
     def publish(self, manifest: dict[str, Any]) -> None:
         """The publisher ships a new manifest: the file the bridge reads, then the server."""
@@ -149,7 +153,7 @@ class Scene:
     async def bobs_device(self) -> AsyncIterator[UserClient]:
         transport = HttpxTransport(self.live.url, self.live.bob_key)
         client = UserClient(transport=transport, keys=self.device_keys, device_id="laptop", prompt=Device.prompt,
-                            handlers=self.device.handlers(), audit=AuditLog(self.home / "audit.sqlite3"))
+                            handlers=self.handlers or self.device.handlers(), audit=AuditLog(self.home / "audit.sqlite3"))
         await client.register_device()
         connected = asyncio.Event()
         listener = asyncio.create_task(client.listen(self.live.url, self.live.bob_key, connected=connected))

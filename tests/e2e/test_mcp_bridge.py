@@ -14,8 +14,10 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
+from pydantic import BaseModel
 
-from hashee_sdk import KeyPair
+from hashee_sdk import KeyPair, manifest_from_tools, tool
+from hashee_sdk.tools import handlers
 from tests.e2e.live import LiveServer, sqlite_demo_server
 from tests.e2e.mcp_scene import Scene, reworded_manifest, widened_manifest
 
@@ -30,9 +32,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def run_scene(server: LiveServer, home: Path, transport: str,
-              body: Callable[[Scene, ClientSession], Awaitable[None]]) -> None:
+              body: Callable[[Scene, ClientSession], Awaitable[None]], **scene_options: Any) -> None:
     async def main() -> None:
-        scene = Scene(server, home, BOBS_DEVICE)
+        scene = Scene(server, home, BOBS_DEVICE, **scene_options)
         await asyncio.to_thread(scene.create)
         session_of: Callable[[], AbstractAsyncContextManager[ClientSession]] = (
             scene.stdio_session if transport == "stdio" else scene.http_session)
@@ -139,3 +141,39 @@ def test_a_manifest_file_ahead_of_the_server_keeps_the_published_one_in_use(serv
         assert (await session.list_tools()).tools[0].description == "echo bob's words back from his device"
 
     run_scene(server, tmp_path, "stdio", body)
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+@tool(scope="weather:read", sensitivity="low")
+def weather(city: str) -> Weather:
+    """The weather where bob is."""
+    return Weather(city=city, celsius=21.5)
+
+
+@tool(scope="weather:read", sensitivity="low")
+def shout(text: str) -> str:
+    """Bob's device says it louder."""
+    return text.upper()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_tools_return_annotation_reaches_the_mcp_client_as_its_output_schema_and_structured_content(
+        server: LiveServer, tmp_path: Path, transport: str) -> None:
+    async def body(scene: Scene, session: ClientSession) -> None:
+        listed = {t.name: t.output_schema for t in (await session.list_tools()).tools}
+        assert listed == {"weather": weather.output_schema, "shout": shout.output_schema}
+
+        # The official client checks structuredContent against the listed outputSchema itself.
+        forecast = await session.call_tool("weather", {"city": "Lyon"})
+        assert forecast.is_error is not True and forecast.structured_content == {"city": "Lyon", "celsius": 21.5}
+        louder = await session.call_tool("shout", {"text": "hi"})
+        assert louder.structured_content == {"result": "HI"}  # a str answered as MCPServer answers it
+        assert isinstance(louder.content[0], types.TextContent) and json.loads(louder.content[0].text) == {
+            "result": "HI"}
+
+    manifest = manifest_from_tools([weather, shout], agent_version="1.0.0")
+    run_scene(server, tmp_path, transport, body, manifest=manifest, handlers=handlers([weather, shout]))
