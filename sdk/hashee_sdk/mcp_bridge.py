@@ -42,6 +42,7 @@ from hashee_sdk.agent_tools import AgentToolList
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.credentials import Credential
 from hashee_sdk.errors import (
+    REMEDIES,
     ApiError,
     ArgumentsInvalid,
     ManifestNotPublished,
@@ -263,6 +264,8 @@ def call_tool_result(result: ToolResult) -> types.CallToolResult:
     body: dict[str, Any] = {"status": result.status, "reason": result.reason}
     if result.details:
         body["details"] = list(result.details)
+    if result.reason in REMEDIES:  # the model, or whoever reads the host's log, learns what to fix
+        body["message"] = REMEDIES[result.reason]
     return types.CallToolResult(content=[_text(body)], is_error=True)
 
 
