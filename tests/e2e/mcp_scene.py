@@ -129,9 +129,9 @@ class Scene:
                 "granted_scopes": relation["granted_scopes"] if scopes is None else scopes,
                 "acknowledged_manifest_version": relation["current_manifest_version"]}))
 
-    def bridge_env(self) -> dict[str, str]:
+    def bridge_env(self, state: str = "bridge") -> dict[str, str]:
         return {**os.environ, "HASHEE_URL": self.live.url, "HASHEE_AGENT_ID": self.agent_id,
-                "HASHEE_AGENT_KEY": self.agent_key, "HASHEE_STATE_DIR": str(self.home / "bridge"),
+                "HASHEE_AGENT_KEY": self.agent_key, "HASHEE_STATE_DIR": str(self.home / state),
                 # this tree's SDK, wherever the venv's editable install points
                 "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sdk"), os.environ.get("PYTHONPATH", "")])}
 
@@ -140,7 +140,7 @@ class Scene:
                 "--call-timeout", str(BRIDGE_CALL_TIMEOUT_S), *extra]
 
     def bridge_output(self) -> str:
-        return "".join(log.read_text(errors="replace") for log in self.home.glob("bridge-*.log"))
+        return "".join(log.read_text(errors="replace") for log in self.home.glob("*.log"))  # every bridge's
 
     async def on_message(self, message: IncomingMessage) -> None:
         if not isinstance(message, Exception):
@@ -167,9 +167,11 @@ class Scene:
             await transport.aclose()
 
     @asynccontextmanager
-    async def stdio_session(self) -> AsyncIterator[ClientSession]:
-        params = StdioServerParameters(command=sys.executable, args=self.bridge_args(), env=self.bridge_env(), cwd=ROOT)
-        with (self.home / "bridge-stderr.log").open("w") as errlog:
+    async def stdio_session(self, state: str = "bridge") -> AsyncIterator[ClientSession]:
+        """An MCP client on a bridge whose state (key pair, pins, cursor) is under ``home/state``."""
+        params = StdioServerParameters(command=sys.executable, args=self.bridge_args(), env=self.bridge_env(state),
+                                       cwd=ROOT)
+        with (self.home / f"{state}-stderr.log").open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, message_handler=self.on_message) as session:
                     self.capabilities = (await session.initialize()).capabilities

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from hashee_sdk import KeyPair, manifest_from_tools, tool
 from hashee_sdk.tools import handlers
 from tests.e2e.live import LiveServer, sqlite_demo_server
-from tests.e2e.mcp_scene import Scene, reworded_manifest, widened_manifest
+from tests.e2e.mcp_scene import BRIDGE_CALL_TIMEOUT_S, Scene, reworded_manifest, widened_manifest
 
 TRANSPORTS = ("stdio", "http")
 BOBS_DEVICE = KeyPair.generate()  # bob's one device on the module's server: a second one would need approving
@@ -177,3 +177,22 @@ def test_a_tools_return_annotation_reaches_the_mcp_client_as_its_output_schema_a
 
     manifest = manifest_from_tools([weather, shout], agent_version="1.0.0")
     run_scene(server, tmp_path, transport, body, manifest=manifest, handlers=handlers([weather, shout]))
+
+
+def test_a_second_bridge_of_the_agent_is_told_at_once_what_to_fix(server: LiveServer, tmp_path: Path) -> None:
+    """Issue 25, bug 2: another MCP host starts a second bridge of the same agent (another
+    state directory: another runtime key); bob's device pinned the first one's."""
+    async def body(scene: Scene, session: ClientSession) -> None:
+        assert (await session.call_tool("echo", {"text": "first"})).structured_content == {"echo": "first"}
+        async with scene.stdio_session("second-bridge") as second:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            refused = error_body(await second.call_tool("echo", {"text": "second"}))
+            elapsed = loop.time() - started
+        assert (refused["status"], refused["reason"]) == ("denied", "runtime_key_unpinned")
+        assert "identity key" in refused["message"] and "one state directory" in refused["message"]
+        assert elapsed < BRIDGE_CALL_TIMEOUT_S  # not the timeout: the device answered
+        started_with = (tmp_path / "second-bridge-stderr.log").read_text()
+        assert "1 other live runtime key" in started_with and "one state directory" in started_with  # warned at start
+
+    run_scene(server, tmp_path, "stdio", body)
