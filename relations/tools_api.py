@@ -41,7 +41,10 @@ class RelationToolsView(APIView):
     @extend_schema(
         operation_id="relations_tools", summary="The tools the agent may call now",
         parameters=[OpenApiParameter("format", str, enum=list(FORMATS), default=DEFAULT_FORMAT,
-                                     description="mcp: an MCP tools/list result; openai: function tools; "
+                                     description="mcp: an MCP tools/list result; openai: Chat Completions function tools "
+                                                 "({type, function: {name, description, parameters}}); "
+                                                 "openai_responses: the Responses API's flat function tools "
+                                                 "({type, name, description, parameters, strict: false}); "
                                                  "anthropic: Anthropic tools")],
         responses={200: inline_serializer("RelationToolList", {"tools": serializers.ListField(
                        child=serializers.DictField())}),

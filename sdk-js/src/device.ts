@@ -19,7 +19,7 @@ import { AuditLog } from "./audit.js";
 import { canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
-import type { KeyPair } from "./crypto.js";
+import type { KeyPair, PublicKeys } from "./crypto.js";
 import { b64decode } from "./encoding.js";
 import { openCopy, Recipient, seal, type OpenedCopy } from "./envelope.js";
 import {
@@ -43,6 +43,7 @@ export const MAX_RESPONSE_BYTES = 190_000;
 export const MAX_WAITING_PROMPTS = 5;
 const CURSOR = "user-events";
 const REFUSED = "refused";
+const UNPINNED = "runtime_key_unpinned"; // the one refusal a device answers (docs/wire-spec.md §4, step 1)
 
 export interface PromptRequest {
   readonly relationId: string;
@@ -308,6 +309,10 @@ export class Device {
       return null;
     } catch (error) {
       if (error instanceof WrongRecipient) return null; // for another device
+      if (error instanceof UnknownSender) { // a second runtime of the agent is told at once, not left to time out
+        const sender = await this.keydir.unpinnedRuntimeKey(relationId, String(message?.payload?.sender_key_id));
+        if (sender !== null) return this.refuseUnpinned(relationId, message, sender, agentId);
+      }
       if (error instanceof AgentChanged) reason = "agent_changed";
       else if (error instanceof IdentityChanged) reason = "identity_changed";
       else if (error instanceof UnknownSender) reason = "untrusted_sender";
@@ -316,6 +321,31 @@ export class Device {
       else throw error;
     }
     await this.refuse(relationId, message, reason, null, agentId);
+    return null;
+  }
+
+  /** A call from a runtime key of the agent that this device did not pin (docs/wire-spec.md §4, step 1): nothing is
+   * prompted or run; audited, and — when it opens with that key, is fresh and was not seen before — answered
+   * `denied: runtime_key_unpinned`, a denial only, readable only with the call's reply key. */
+  private async refuseUnpinned(relationId: string, message: any, sender: PublicKeys, agentId: string): Promise<null> {
+    let opened: OpenedCopy;
+    try {
+      opened = openCopy(message.payload, { recipientKeyId: this.keys.keyId, recipientX25519: this.keys.boxKey,
+        senders: new Map([[sender.keyId, sender]]), relationId, direction: AGENT_TO_USER });
+    } catch (error) {
+      if (!(error instanceof EnvelopeError)) throw error;
+      await this.refuse(relationId, message, "envelope_invalid", null, agentId);
+      return null;
+    }
+    const call = opened.artifact;
+    const nowMs = this.clock();
+    const refusal = callRefusal(call, opened.signedAtMs, nowMs)
+      ?? ((await this.state.rememberCall({ relationId, callId: String(call["call_id"]), messageId: String(message.message_id ?? ""),
+        expiresAtMs: call["expires_at"] as number, nowMs })) === null ? null : "call_replayed");
+    await this.refuse(relationId, message, refusal ?? UNPINNED, call, agentId);
+    if (refusal === null) {
+      await this.reply(relationId, call, { subtype: "tool_response", call_id: call["call_id"] as string, status: "denied", reason: UNPINNED });
+    }
     return null;
   }
 

@@ -96,10 +96,13 @@ export const DENIAL_REASONS = [
   "consent_unverified",
 ] as const;
 /** Why a device dropped a message before the chain of SPEC §6, without answering it (audited,
- * so the user sees what was stopped): docs/wire-spec.md §4 steps 1-3. */
+ * so the user sees what was stopped): docs/wire-spec.md §4 steps 1-3 — but for runtime_key_unpinned, which is answered. */
 export const REFUSAL_REASONS = [
   "envelope_invalid", // the envelope does not open or verify
   "untrusted_sender", // signed by a key that is neither pinned nor vouched for
+  // signed by a runtime key the directory lists for the relation's agent (one without an identity key) that came after
+  // the keys the device pinned: the one refusal a device answers (denied, sealed to the call's reply key)
+  "runtime_key_unpinned",
   "identity_changed", // the agent's identity is not the pinned one: nothing is believed until accepted
   "agent_changed", // the server presents the relation as another agent's than the one first seen
   "answer_invalid", // an answer the check needs (the key listing) is not of the documented shape

@@ -138,6 +138,20 @@ export class KeyDirectory {
     return keys;
   }
 
+  /** On a user's device, after relation() refused `keyId`: the key, when the directory lists it for the relation's
+   * agent and it is refused only for coming after the keys pinned here — the agent has no identity that could vouch
+   * for it, and the key was neither revoked here nor trusted for another agent. Else null (sdk/hashee_sdk/keys.py). */
+  async unpinnedRuntimeKey(relationId: string, keyId: string): Promise<PublicKeys | null> {
+    const listed = this.listings.get(relationId);
+    const state = this.pins.state;
+    const [pinnedIdentity, identity] = await state.pinnedIdentity(relationId);
+    const key = listed?.agentKeys.find((k) => k.keyId === keyId);
+    if (listed === undefined || key === undefined || !pinnedIdentity || identity !== null) return null;
+    if ((await state.pinned(relationId, AGENT)).size === 0 || (await state.tombstoned(relationId, AGENT)).has(keyId)) return null;
+    const owner = await state.agentKeyOwner(keyId);
+    return owner === null || owner === listed.agentId ? key : null;
+  }
+
   /** `GET …/keys` parsed; on a user's device, with the user's devices verified. */
   private async listing(relationId: string, refresh = false): Promise<RelationKeys> {
     const cached = this.listings.get(relationId);

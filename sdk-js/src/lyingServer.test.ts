@@ -8,12 +8,14 @@ import { KeyPair } from "./crypto.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { openCopy } from "./envelope.js";
 import { ConsentUnverified, ResultInvalid } from "./errors.js";
 import { fileStore } from "./node/fileStore.js";
 import { generatePrivateJwk, ed25519PublicJwk, type PrivateJwk } from "./jose.js";
 import { ALL_SCOPES, AGENT_ID, manifest, RELATION_ID, USER, widenedPath } from "./testing/fakeServer.js";
 import { addAgentKey, addDevice, relationSays, serveManifest, settleRelation } from "./testing/lying.js";
 import { Scene, statuses, T0_MS } from "./testing/scene.js";
+import { replyKeyId, USER_TO_AGENT } from "./wire.js";
 
 const toolCall = (scene: Scene, name: string, callId: string, args: object = { title: "forged" }): any => ({
   subtype: "tool_call", call_id: callId, tool_name: name, arguments: args, permission_scope: name === "notify" ? "notification:send" : "location:read",
@@ -28,7 +30,7 @@ test("a call through an honest server runs, and a low scope runs unprompted", as
   assert.deepEqual(scene.asked, []);
 });
 
-test("an agent key the server injects is never trusted: untrusted_sender, nothing runs", async () => {
+test("an agent key the server injects is never trusted: nothing runs, and it is answered a denial only", async () => {
   const scene = await Scene.create();
   await scene.call("notify", { title: "hello" }); // the agent's keys are pinned
   const mallory = KeyPair.generate();
@@ -36,7 +38,30 @@ test("an agent key the server injects is never trusted: untrusted_sender, nothin
   assert.equal(await scene.device.handleFrame(scene.forgeCall(toolCall(scene, "notify", "forged"), mallory)), null);
   assert.equal(await scene.device.handleFrame(scene.forgeCall(toolCall(scene, "locate", "forged-2"), mallory)), null);
   assert.deepEqual(scene.ran, [["notify", { title: "hello" }]]);
-  assert.deepEqual(await scene.refusals(), ["untrusted_sender", "untrusted_sender"]);
+  // For an agent without an identity key, an injected key looks like a second runtime's (as in the Python SDK).
+  assert.deepEqual(await scene.refusals(), ["runtime_key_unpinned", "runtime_key_unpinned"]);
+});
+
+test("a second runtime's call is refused at once with runtime_key_unpinned, sealed to its reply key, answered once", async () => {
+  const scene = await Scene.create();
+  await scene.call("notify", { title: "hello" }); // bob's device pins the first runtime's key
+  const second = KeyPair.generate();
+  scene.server.publishAgent(second); // the same agent's second runtime, from another state directory
+  const replyKey = KeyPair.generate();
+  const call = { ...toolCall(scene, "notify", "second-1"), reply_key: Buffer.from(replyKey.public.x25519).toString("base64") };
+  const frame = scene.forgeCall(call, second);
+  const answered = scene.server.messages.length;
+  assert.equal(await scene.device.handleFrame(frame), null);
+  const reply = scene.server.messages.at(-1);
+  assert.equal(scene.server.messages.length, answered + 1);
+  const opened = openCopy(reply.payload, { recipientKeyId: replyKeyId(replyKey.public.x25519), recipientX25519: replyKey.boxKey,
+    senders: new Map([[scene.device.keys.keyId, scene.device.keys.public]]), relationId: RELATION_ID, direction: USER_TO_AGENT });
+  assert.deepEqual(opened.artifact, { subtype: "tool_response", call_id: "second-1", status: "denied", reason: "runtime_key_unpinned" });
+  assert.deepEqual(scene.ran, [["notify", { title: "hello" }]]);
+  assert.deepEqual(scene.asked.length, 0);
+
+  await scene.startDevice().handleFrame(frame); // delivered again, to a restarted device: not answered twice
+  assert.equal(scene.server.messages.length, answered + 1);
 });
 
 test("a device the server injects is never sealed to (a second root, or one approved by nobody trusted)", async () => {

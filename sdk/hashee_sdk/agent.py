@@ -30,6 +30,7 @@ import asyncio
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,8 @@ from hashee_sdk.credentials import Credential
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import Recipient
 from hashee_sdk.errors import (
+    REMEDIES,
+    SEVERAL_RUNTIMES,
     ApiError,
     ArgumentsInvalid,
     ConsentUnverified,
@@ -75,6 +78,10 @@ NETWORK_ALLOWANCE_S = 10.0
 EXPIRY_SLACK_MS = 60_000
 PUBLISHED_TTL_S = 60.0
 CURSOR = "agent-events"
+
+
+class SeveralRuntimeKeys(UserWarning):
+    """A runtime key published beside other live keys of an agent without an identity key."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +176,28 @@ class AgentRuntime(FrameConsumer):
             identity_signature = statements.sign_runtime_key(self.identity_key, agent_id=self.agent_id,
                                                              key_id=self.keys.key_id)
         keydir = self.keydir if transport is None else KeyDirectory(transport)
-        return await keydir.register_agent_key(self.agent_id, self.keys.public, identity_signature=identity_signature)
+        registered = await keydir.register_agent_key(self.agent_id, self.keys.public,
+                                                     identity_signature=identity_signature)
+        if identity_signature is None:  # accepted unsigned: the agent has no identity to vouch for it
+            await self._warn_beside_others(transport or self.transport)
+        return registered
+
+    async def _warn_beside_others(self, transport: Transport) -> None:
+        """Warn when other runtime keys of this agent are live: a device trusts the keys of an
+        agent without identity that it saw first, and refuses the others' calls
+        (``runtime_key_unpinned``)."""
+        try:
+            listed = await call_api(transport, "GET", f"/agents/{self.agent_id}/keys")
+        except ApiError as exc:
+            logger.debug("the agent's keys are not listed: %s", exc.code)
+            return
+        others = [k for k in listed.get("keys") or [] if isinstance(k, Mapping) and k.get("key_id") != self.keys.key_id]
+        if others:
+            message = (f"agent {self.agent_id} has no identity key and {len(others)} other live runtime key(s): "
+                       f"devices that pinned those refuse this runtime's calls ({self.keys.key_id}, "
+                       f"runtime_key_unpinned). To run several runtimes, {SEVERAL_RUNTIMES}")
+            logger.warning("%s", message)
+            warnings.warn(message, SeveralRuntimeKeys, stacklevel=3)
 
     async def safety_number(self, relation_id: str) -> str | None:
         """The relation's safety number as this side sees it (the agent's identity and the
@@ -441,6 +469,8 @@ class AgentRuntime(FrameConsumer):
             logger.warning("tool_response for another relation or call ignored")
             return
         result = tool_result_from(opened.artifact, pending.call_id)
+        if result.reason in REMEDIES:
+            logger.warning("relation %s: %s %s: %s", relation_id, result.status, result.reason, REMEDIES[result.reason])
         output = pending.tool.output
         if result.ok and output is not None and not output.is_valid(result.result):
             logger.warning("tool_response of %s refused: the result breaks its output_schema", pending.tool.name)

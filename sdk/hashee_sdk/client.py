@@ -23,7 +23,11 @@ docs/wire-spec.md §4 "What a device checks":
    §10.4; one that does not conform is ``error: TOOL_PLATFORM_ERROR``) → a ``tool_response``
    sealed to the call's reply key → the local audit log. Steps 1-3 answer nothing to the agent but are audited (status ``refused``,
    reason ``untrusted_sender``, ``envelope_invalid``, ``call_malformed``, ``call_expired``,
-   ``call_replayed``), so the user can see what was stopped.
+   ``call_replayed``), so the user can see what was stopped. One refusal is answered: a
+   well-formed, fresh call signed by a runtime key the directory lists for the relation's
+   agent (one without an identity key) that came after the keys this device pinned — a
+   second runtime of the agent — gets ``denied: runtime_key_unpinned`` sealed to its reply
+   key, once, so that runtime learns at once what to fix instead of waiting out its timeout.
 
 The manifest and the grants are cached per relation and dropped on the events that change
 them; a fetch that started before such an event is used once but never cached.
@@ -46,7 +50,7 @@ from hashee_sdk.contract import CompiledTool, Decision
 from hashee_sdk.core.canonical import canonicalize
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
-from hashee_sdk.crypto import KeyPair
+from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.envelope import OpenedCopy, Recipient
 from hashee_sdk.errors import (
     AgentChanged,
@@ -79,6 +83,7 @@ MAX_WAITING_PROMPTS = 5
 # Leaves room for the signature and base64 under the server's 262144-byte payload cap.
 MAX_RESPONSE_BYTES = 190_000
 MAX_DELIVERED = 4096
+UNPINNED = "runtime_key_unpinned"  # the one refusal a device answers (docs/wire-spec.md §4, step 1)
 CURSOR = "user-events"
 
 
@@ -446,12 +451,38 @@ class UserClient(FrameConsumer):
             logger.warning("tool call refused, never executed: %s", exc)
             reason = "answer_invalid"
         except UnknownSender:
+            sender = self.keydir.unpinned_runtime_key(relation_id, str(message["payload"]["sender_key_id"]))
+            if sender is not None and keys is not None:
+                await self._refuse_unpinned(relation_id, message, sender, keys.agent_id)
+                return None
             reason = "untrusted_sender"
         except EnvelopeError as exc:
             logger.warning("tool call refused, never executed: %s", type(exc).__name__)
             reason = "envelope_invalid"
         self._refuse(relation_id, message, reason, agent_id=keys.agent_id if keys is not None else "")
         return None
+
+    async def _refuse_unpinned(self, relation_id: str, message: Mapping[str, Any], sender: PublicKeys,
+                               agent_id: str) -> None:
+        """A call from a runtime key of the agent that this device did not pin (see the
+        module's docstring): nothing is prompted or run; the refusal is audited and, for a
+        call that opens with that key, is fresh and was not seen before, answered. What goes
+        back is a denial only, readable only by the holder of the call's reply key."""
+        try:
+            opened = envelope.open_copy(message.get("payload"), recipient_key_id=self.keys.key_id,
+                                        recipient_x25519=self.keys.box_key, senders={sender.key_id: sender},
+                                        relation_id=relation_id, direction=wire.AGENT_TO_USER)
+        except EnvelopeError as exc:
+            logger.warning("tool call refused, never executed: %s", type(exc).__name__)
+            self._refuse(relation_id, message, "envelope_invalid", agent_id=agent_id)
+            return
+        call = opened.artifact
+        refusal = (call_refusal(call, signed_at_ms=opened.signed_at_ms, now_ms=int(self.clock() * 1000))
+                   or self._replayed(relation_id, str(message.get("message_id") or ""), call))
+        self._refuse(relation_id, message, refusal or UNPINNED, call=call, agent_id=agent_id)
+        if refusal is None:
+            await self._reply(relation_id, call, {"subtype": "tool_response", "call_id": call["call_id"],
+                                                  "status": "denied", "reason": UNPINNED})
 
     def _replayed(self, relation_id: str, message_id: str, call: Mapping[str, Any]) -> str | None:
         seen = self.store.remember_call(relation_id=relation_id, call_id=call["call_id"], message_id=message_id,

@@ -188,11 +188,25 @@ class ToolCallTimeout(SdkError):
         self.timeout = timeout
 
 
+# How to run several runtimes of one agent (each runtime publishes its own key).
+SEVERAL_RUNTIMES = ("give the agent an identity key (SPEC §9.1; each runtime signs its key with it, e.g. "
+                    "--identity-key), so that devices trust every key it signs, or run every runtime of the agent "
+                    "from one state directory (one key pair)")
+# What the caller does about a reason it cannot fix by calling again.
+REMEDIES: dict[str, str] = {
+    "runtime_key_unpinned": ("the user's device trusts the runtime keys of an agent without an identity key that it "
+                             "saw first, and this runtime's key came later (another runtime, or another state "
+                             "directory, of the same agent): " + SEVERAL_RUNTIMES),
+}
+
+
 class ToolCallFailed(SdkError):
-    """The user's client answered ``denied`` or ``error`` (raised by ``ToolResult.unwrap``)."""
+    """The user's client answered ``denied`` or ``error`` (raised by ``ToolResult.unwrap``);
+    the message says what to do where the reason has a remedy (``REMEDIES``)."""
 
     def __init__(self, call_id: str, status: str, reason: str | None, details: list[Any]) -> None:
-        super().__init__(f"{call_id}: {status} {reason or ''}".rstrip())
+        remedy = REMEDIES.get(reason or "")
+        super().__init__(f"{call_id}: {status} {reason or ''}".rstrip() + (f": {remedy}" if remedy else ""))
         self.call_id = call_id
         self.status = status
         self.reason = reason

@@ -230,6 +230,21 @@ class KeyDirectory:
         self._listings[relation_id] = listed
         return listed
 
+    def unpinned_runtime_key(self, relation_id: str, key_id: str) -> PublicKeys | None:
+        """On a user's device, after :meth:`relation` refused ``key_id``: the key, when the
+        directory lists it for the relation's agent and it is refused only for coming after
+        the keys pinned here — the agent has no identity that could vouch for it, and the
+        key was neither revoked here nor trusted for another agent. Else None."""
+        listed, trusted = self._listings.get(str(relation_id)), self._cache.get(str(relation_id))
+        if listed is None or trusted is None or trusted.identity is not None:
+            return None
+        key = next((k for k in listed.agent_keys if k.key_id == key_id), None)
+        store = self.pins.store
+        if (key is None or not store.pinned(str(relation_id), AGENT) or key_id in store.tombstoned(str(relation_id), AGENT)
+                or store.agent_key_owner(key_id) not in (None, listed.agent_id)):
+            return None
+        return key
+
     async def listed_root(self, relation_id: str) -> PublicKeys | None:
         """On an agent runtime: the root the server lists now (e.g. after the user's reset),
         not trusted — to compute the safety number the user's owner compares before

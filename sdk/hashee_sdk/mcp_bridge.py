@@ -42,8 +42,10 @@ from hashee_sdk.agent_tools import AgentToolList
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.credentials import Credential
 from hashee_sdk.errors import (
+    REMEDIES,
     ApiError,
     ArgumentsInvalid,
+    ManifestNotPublished,
     RateLimited,
     SdkError,
     ToolCallTimeout,
@@ -95,6 +97,10 @@ class McpBridge(FrameConsumer):
         # and the errors of their calls do not go to whatever tracer the process has, and a
         # call is about a millisecond quicker (bench/mcp_bridge.py).
         self.server.middleware = []
+        # A client that says nothing after the handshake is told of changes too (it may wait
+        # for the first notification before it lists the tools at all).
+        self.server.add_notification_handler("notifications/initialized", types.NotificationParams,
+                                             self._on_initialized)
         # Handshake-era clients, by MCP session id (None: stdio's one client). ``ctx.session`` is
         # a per-request proxy; its notifications without a request id ride the connection's
         # standalone channel, so the latest one of a connection reaches that client.
@@ -131,12 +137,22 @@ class McpBridge(FrameConsumer):
         return [types.Tool.model_validate(entry) for entry in entries]
 
     async def _take_up_manifest(self) -> None:
+        """The source's manifest once the agent publishes it. A publisher writes its file
+        before the server has the version: an event in between keeps the runtime on the
+        manifest still published (the version's own event takes the new one up)."""
         if self.manifest_source is None:
             return
         compiled = contract.compile_manifest(self.manifest_source())
-        if compiled.hash != self.runtime.manifest.hash:
-            self.runtime.manifest = compiled
+        previous = self.runtime.manifest
+        if compiled.hash == previous.hash:
+            return
+        self.runtime.manifest = compiled
+        try:
             await self.runtime.published_version(refresh=True)
+        except SdkError as exc:
+            self.runtime.manifest = previous
+            if not isinstance(exc, ManifestNotPublished):
+                raise
 
     async def _notify_list_changed(self) -> None:
         await self.bus.publish(ToolsListChanged())
@@ -157,6 +173,9 @@ class McpBridge(FrameConsumer):
         self._sessions.move_to_end(key)
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
+
+    async def _on_initialized(self, ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
+        self._remember(ctx)
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The listed tool's input schema, for the package's ``Mcp-Param-*`` header check on
@@ -245,6 +264,8 @@ def call_tool_result(result: ToolResult) -> types.CallToolResult:
     body: dict[str, Any] = {"status": result.status, "reason": result.reason}
     if result.details:
         body["details"] = list(result.details)
+    if result.reason in REMEDIES:  # the model, or whoever reads the host's log, learns what to fix
+        body["message"] = REMEDIES[result.reason]
     return types.CallToolResult(content=[_text(body)], is_error=True)
 
 

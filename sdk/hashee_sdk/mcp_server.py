@@ -13,8 +13,12 @@ the file the publisher publishes; it is read again when the agent's manifest cha
 default a folder of its own per agent, ``mcp-<agent id>`` in the SDK's state directory
 (``HASHEE_STATE_DIR``, else ``$XDG_DATA_HOME/hashee``, else ``~/.local/share/hashee``), so two
 bridges of different agents never share a key pair or a cursor; ``--identity-key`` (``HASHEE_IDENTITY_KEY``) names the agent's private
-identity JWK file, when the runtime may sign its own key with it (SPEC §9.1). Nothing is
-written to stdout but the protocol, and no key or payload is logged.
+identity JWK file, when the runtime may sign its own key with it (SPEC §9.1). Several bridges
+of one agent (several MCP hosts) need either that identity key or one ``--state-dir``: a user's
+device trusts the runtime keys of an agent without identity that it saw first, and answers a
+later one's calls ``denied: runtime_key_unpinned`` (the bridge warns at start when it
+publishes its key beside others). Nothing is written to stdout but the protocol, and no key
+or payload is logged.
 """
 
 from __future__ import annotations

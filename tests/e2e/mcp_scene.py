@@ -45,6 +45,14 @@ MANIFEST: dict[str, Any] = {
 }
 
 
+def reworded_manifest() -> dict[str, Any]:
+    """Version 1.0.1: ``echo`` says what it does in other words — no permission changes."""
+    reworded = copy.deepcopy(MANIFEST)
+    reworded["agent_version"] = "1.0.1"
+    reworded["tools"][0]["description_fallback"] = "echo bob's words back from his device"
+    return reworded
+
+
 def widened_manifest() -> dict[str, Any]:
     """Version 2: ``delete_note`` takes a list of ids too — a breaking change of notes:write."""
     widened = copy.deepcopy(MANIFEST)
@@ -86,6 +94,8 @@ class Scene:
     agent_key: str = ""
     relation_id: str = ""
     device: Device = field(default_factory=Device)
+    manifest: dict[str, Any] = field(default_factory=lambda: MANIFEST)
+    handlers: dict[str, Any] | None = None  # bob's device's, else Device's
     notifications: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     capabilities: types.ServerCapabilities | None = None  # what the bridge said at initialize
 
@@ -96,12 +106,14 @@ class Scene:
     def create(self) -> None:
         """alice publishes the agent; bob grants both scopes."""
         with self.live.api(self.live.alice_key) as alice, self.live.api(self.live.bob_key) as bob:
-            agent = _ok(alice.post("/agents", json={"name": f"NotesBot {self.home.name}", "capability_manifest": MANIFEST}))
+            agent = _ok(alice.post("/agents", json={"name": f"NotesBot {self.home.name}",
+                                                    "capability_manifest": self.manifest}))
             self.agent_id = str(agent["agent_id"])
+            scopes = [scope["id"] for scope in self.manifest["permission_scopes"]]
             self.relation_id = str(_ok(bob.post("/h2a/relations", json={
-                "agent_id": self.agent_id, "granted_scopes": ["notes:read", "notes:write"]}))["relation_id"])
+                "agent_id": self.agent_id, "granted_scopes": scopes}))["relation_id"])
         self.agent_key = self.live.manage("create_agent_key", self.agent_id).strip().splitlines()[-1]
-        self.manifest_file.write_text(json.dumps(MANIFEST))
+        self.manifest_file.write_text(json.dumps(self.manifest))
 
     def publish(self, manifest: dict[str, Any]) -> None:
         """The publisher ships a new manifest: the file the bridge reads, then the server."""
@@ -109,24 +121,26 @@ class Scene:
         with self.live.api(self.live.alice_key) as alice:
             _ok(alice.patch(f"/agents/{self.agent_id}", json={"capability_manifest": manifest}))
 
-    def reconsent(self) -> None:
+    def reconsent(self, scopes: list[str] | None = None) -> None:
+        """bob acknowledges the current version, granting ``scopes`` (default: the same)."""
         with self.live.api(self.live.bob_key) as bob:
             relation = _ok(bob.get(f"/h2a/relations/{self.relation_id}"))
             _ok(bob.patch(f"/h2a/relations/{self.relation_id}", json={
-                "granted_scopes": relation["granted_scopes"],
+                "granted_scopes": relation["granted_scopes"] if scopes is None else scopes,
                 "acknowledged_manifest_version": relation["current_manifest_version"]}))
 
-    def bridge_env(self) -> dict[str, str]:
+    def bridge_env(self, state: str = "bridge") -> dict[str, str]:
         return {**os.environ, "HASHEE_URL": self.live.url, "HASHEE_AGENT_ID": self.agent_id,
-                "HASHEE_AGENT_KEY": self.agent_key, "HASHEE_STATE_DIR": str(self.home / "bridge"),
-                "PYTHONPATH": str(ROOT)}
+                "HASHEE_AGENT_KEY": self.agent_key, "HASHEE_STATE_DIR": str(self.home / state),
+                # this tree's SDK, wherever the venv's editable install points
+                "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "sdk"), os.environ.get("PYTHONPATH", "")])}
 
     def bridge_args(self, *extra: str) -> list[str]:
         return ["-m", "hashee_sdk.mcp_server", "--relation", self.relation_id, "--manifest", str(self.manifest_file),
                 "--call-timeout", str(BRIDGE_CALL_TIMEOUT_S), *extra]
 
     def bridge_output(self) -> str:
-        return "".join(log.read_text(errors="replace") for log in self.home.glob("bridge-*.log"))
+        return "".join(log.read_text(errors="replace") for log in self.home.glob("*.log"))  # every bridge's
 
     async def on_message(self, message: IncomingMessage) -> None:
         if not isinstance(message, Exception):
@@ -139,7 +153,7 @@ class Scene:
     async def bobs_device(self) -> AsyncIterator[UserClient]:
         transport = HttpxTransport(self.live.url, self.live.bob_key)
         client = UserClient(transport=transport, keys=self.device_keys, device_id="laptop", prompt=Device.prompt,
-                            handlers=self.device.handlers(), audit=AuditLog(self.home / "audit.sqlite3"))
+                            handlers=self.handlers or self.device.handlers(), audit=AuditLog(self.home / "audit.sqlite3"))
         await client.register_device()
         connected = asyncio.Event()
         listener = asyncio.create_task(client.listen(self.live.url, self.live.bob_key, connected=connected))
@@ -153,9 +167,11 @@ class Scene:
             await transport.aclose()
 
     @asynccontextmanager
-    async def stdio_session(self) -> AsyncIterator[ClientSession]:
-        params = StdioServerParameters(command=sys.executable, args=self.bridge_args(), env=self.bridge_env(), cwd=ROOT)
-        with (self.home / "bridge-stderr.log").open("w") as errlog:
+    async def stdio_session(self, state: str = "bridge") -> AsyncIterator[ClientSession]:
+        """An MCP client on a bridge whose state (key pair, pins, cursor) is under ``home/state``."""
+        params = StdioServerParameters(command=sys.executable, args=self.bridge_args(), env=self.bridge_env(state),
+                                       cwd=ROOT)
+        with (self.home / f"{state}-stderr.log").open("w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, message_handler=self.on_message) as session:
                     self.capabilities = (await session.initialize()).capabilities

@@ -86,7 +86,7 @@ async def call_until_renewed(agent: Agent, parent: Parent, tokens: TokenSource) 
     results = []
     for _ in range(CALLS_AT_MOST):
         result = await agent.call_tool(parent.relation_id, "read_note", {"title": "groceries"}, timeout=30)
-        results.append(result.unwrap())
+        results.append(result.unwrap()["result"])  # read_note -> str: {"result": …}
         if tokens.renewals >= 4:
             break
         await asyncio.sleep(0.05)

@@ -1,5 +1,6 @@
-"""SPEC §10.1: the tools bob's relation lets DemoBot call now, as MCP, OpenAI and
-Anthropic take them — for bob and the agent; mallory, alice and strangers see nothing."""
+"""SPEC §10.1: the tools bob's relation lets DemoBot call now, as MCP, OpenAI (Chat
+Completions and Responses) and Anthropic take them — for bob and the agent; mallory, alice
+and strangers see nothing. Each shape is checked against the official SDK's own types."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 import mcp.types
 import pytest
+from anthropic.types import ToolParam
 from django.contrib.auth.models import User
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.responses import FunctionToolParam
+from openai.types.shared_params import FunctionDefinition
+from pydantic import TypeAdapter
 from rest_framework.test import APIClient
 
 from agents import services as agent_services
@@ -34,6 +40,13 @@ def names(response: Any) -> list[str]:
     return [t["name"] for t in response.json()["tools"]]
 
 
+def conforms(entry: dict[str, Any], typed: Any) -> None:
+    """``entry`` is a value of the official SDK's TypedDict ``typed``: its types and required
+    members, and no member the API does not know (TypedDicts would let one through)."""
+    TypeAdapter(typed).validate_python(entry, strict=True)
+    assert set(entry) <= typed.__required_keys__ | typed.__optional_keys__, (set(entry), typed.__name__)
+
+
 def change(agent: Agent, manifest: dict[str, Any]) -> None:
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner, capability_manifest=manifest)
 
@@ -54,14 +67,32 @@ def test_bob_gets_an_mcp_tools_list_of_the_tools_he_granted(bob_api: APIClient, 
 def test_the_agent_gets_the_same_list_as_openai_and_anthropic_tools(agent_api: APIClient,
                                                                    relation: Relation) -> None:
     openai = tools_of(agent_api, relation, "?format=openai")
+    responses = tools_of(agent_api, relation, "?format=openai_responses")
     anthropic = tools_of(agent_api, relation, "?format=anthropic")
 
     assert openai.status_code == 200, openai.content
     assert openai.json() == {"tools": [{"type": "function", "function": {
         "name": "read_file", "description": "Read a file you choose from this device",
         "parameters": READ_FILE_SCHEMA}}]}
+    assert responses.status_code == 200, responses.content
+    assert responses.json() == {"tools": [{"type": "function", "name": "read_file",
+                                           "description": "Read a file you choose from this device",
+                                           "parameters": READ_FILE_SCHEMA, "strict": False}]}
     assert anthropic.json() == {"tools": [{"name": "read_file", "description": "Read a file you choose from this device",
                                            "input_schema": READ_FILE_SCHEMA}]}
+
+
+def test_every_model_format_is_what_the_official_sdks_take(agent_api: APIClient, relation: Relation) -> None:
+    relation_services.relation_reconsent(relation=relation, granted_scopes=["filesystem:read", "notification:send"])
+
+    for entry in tools_of(agent_api, relation, "?format=openai").json()["tools"]:
+        conforms(entry, ChatCompletionFunctionToolParam)
+        conforms(entry["function"], FunctionDefinition)
+    for entry in tools_of(agent_api, relation, "?format=openai_responses").json()["tools"]:
+        conforms(entry, FunctionToolParam)  # the flat shape: a nested "function" would be refused here
+    for entry in tools_of(agent_api, relation, "?format=anthropic").json()["tools"]:
+        conforms(entry, ToolParam)
+    assert len(tools_of(agent_api, relation, "?format=openai_responses").json()["tools"]) == 2
 
 
 def test_descriptions_are_the_english_preset_text_else_the_fallback_else_the_key(
@@ -158,3 +189,4 @@ def test_the_mcp_list_carries_a_tools_output_schema_and_the_other_formats_do_not
     assert parsed.model_dump(by_alias=True, exclude_none=True, mode="json")["tools"] == body["tools"]
     assert "output_schema" not in str(tools_of(bob_api, relation, "?format=openai").json())
     assert "output_schema" not in str(tools_of(bob_api, relation, "?format=anthropic").json())
+    assert "output_schema" not in str(tools_of(bob_api, relation, "?format=openai_responses").json())

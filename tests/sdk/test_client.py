@@ -435,14 +435,46 @@ def test_a_replayed_call_is_answered_once() -> None:
     assert refusals(pipe.client) == [("c1", "call_replayed")]  # the copy stored again; not the redelivery
 
 
-def test_an_agent_key_published_after_the_first_one_is_not_trusted() -> None:
+def test_an_agent_key_published_after_the_first_one_is_not_trusted_and_its_caller_is_told_so() -> None:
     pipe = Pipe()
     pipe.deliver(pipe.call_frame(tool_call("notify", "c1")))
     second_runtime = KeyPair.generate()
     pipe.server.publish_agent(second_runtime)
 
     assert pipe.deliver(pipe.call_frame(tool_call("notify", "c2"), sender=second_runtime)) == [None]
-    assert len(pipe.handlers.calls) == 1 and refusals(pipe.client) == [("message:m3", "untrusted_sender")]
+    assert len(pipe.handlers.calls) == 1 and refusals(pipe.client) == [("c2", "runtime_key_unpinned")]
+    reply = pipe.replies()[-1]  # a denial only, readable only with the call's reply key
+    opened = open_copy(reply["payload"], recipient_key_id=reply_key_id(bytes(REPLY_KEY.public_key)),
+                       recipient_x25519=REPLY_KEY, senders={pipe.device.key_id: pipe.device.public},
+                       relation_id=RELATION_ID, direction=USER_TO_AGENT)
+    assert opened.artifact == {"subtype": "tool_response", "call_id": "c2", "status": "denied",
+                               "reason": "runtime_key_unpinned"}
+
+
+@pytest.mark.parametrize(("call", "refused"), [
+    (tool_call("notify", "c2", expires_at=T0_MS - 1), "call_expired"),
+    (tool_call("notify", "c2", reply_key="not a key"), "call_malformed"),
+])
+def test_an_unpinned_runtime_keys_stale_or_malformed_call_is_not_answered(call: dict[str, Any], refused: str) -> None:
+    pipe = Pipe()
+    pipe.deliver(pipe.call_frame(tool_call("notify", "c1")))
+    second_runtime = KeyPair.generate()
+    pipe.server.publish_agent(second_runtime)
+    answered = len(pipe.replies())
+
+    pipe.deliver(pipe.call_frame(call, sender=second_runtime))
+
+    assert len(pipe.replies()) == answered and refusals(pipe.client) == [("c2", refused)]
+
+
+def test_a_key_not_listed_for_the_agent_gets_no_answer() -> None:
+    pipe = Pipe()
+    pipe.deliver(pipe.call_frame(tool_call("notify", "c1")))
+    answered = len(pipe.replies())
+
+    pipe.deliver(pipe.call_frame(tool_call("notify", "c2"), sender=KeyPair.generate()))  # listed nowhere
+
+    assert len(pipe.replies()) == answered and refusals(pipe.client) == [("message:m3", "untrusted_sender")]
 
 
 def test_messages_that_are_not_tool_calls_are_ignored() -> None:

@@ -29,8 +29,9 @@ from hashee_sdk import (
     seal,
 )
 from hashee_sdk.contract import CompiledTool
+from hashee_sdk.envelope import open_copy
 from hashee_sdk.rest import send_message
-from hashee_sdk.wire import AGENT_TO_USER, b64encode
+from hashee_sdk.wire import AGENT_TO_USER, USER_TO_AGENT, b64encode, reply_key_id
 from relations import services as relation_services
 from relations.models import Relation
 from tests.sdk_trust.lying import LyingTransport, add_agent_key, settle_relation
@@ -91,24 +92,33 @@ def live(alice: Any, bob: Any, manifest: dict[str, Any], tmp_path: Path) -> Live
 def test_issue_a_an_injected_agent_key_gets_nothing_run_on_the_real_server(live: Live) -> None:
     runtime = live.runtime(live.manifest)
     assert run(lambda: live.call(runtime, "send_notification", {"title": "hello"})).ok  # the agent's key is pinned
-    mallory = KeyPair.generate()
+    mallory, reply_key = KeyPair.generate(), PrivateKey.generate()
     live.user_side.lie("/keys", add_agent_key({**mallory.public.as_api(), "key_id": mallory.key_id}))
 
-    async def forged() -> None:
+    async def forged() -> Any:
         now_ms = int(time.time() * 1000)
         call = {"subtype": "tool_call", "call_id": "call_forged", "tool_name": "read_file",
                 "arguments": {"path": "/etc/passwd"}, "permission_scope": "filesystem:read", "timeout_ms": 5000,
                 "manifest_version": 1, "manifest_hash": runtime.manifest.hash,
-                "reply_key": b64encode(bytes(PrivateKey.generate().public_key)), "expires_at": now_ms + 30_000}
+                "reply_key": b64encode(bytes(reply_key.public_key)), "expires_at": now_ms + 30_000}
         envelope = seal(call, sender=mallory, recipients=[Recipient.of(live.device.public)],
                         relation_id=live.relation_id, direction=AGENT_TO_USER, now_ms=now_ms)
         await send_message(ApiClientTransport(live.agent_key), relation_id=live.relation_id,
                            msg_subtype="artifact_tool_call", payload=envelope)  # stored by the server
         live.since = await live.client.poll(live.since)
+        return await database_sync_to_async(_last_response_payload)()
 
-    run(forged)
+    answer = run(forged)
 
-    assert live.ran == [{"title": "hello"}] and live.refusals() == ["untrusted_sender"]
+    assert live.ran == [{"title": "hello"}]
+    # For an agent without an identity key, a key the directory adds is what a second runtime's
+    # looks like: the device answers it a denial, and nothing else, to the call's reply key.
+    assert live.refusals() == ["runtime_key_unpinned"]
+    opened = open_copy(answer, recipient_key_id=reply_key_id(bytes(reply_key.public_key)), recipient_x25519=reply_key,
+                       senders={live.device.key_id: live.device.public}, relation_id=live.relation_id,
+                       direction=USER_TO_AGENT)
+    assert opened.artifact == {"subtype": "tool_response", "call_id": "call_forged", "status": "denied",
+                               "reason": "runtime_key_unpinned"}
 
 
 def test_issue_b_a_breaking_change_hidden_by_the_server_still_stops_read_file(live: Live) -> None:
@@ -176,3 +186,9 @@ def _first_call_payload() -> Any:
     from toolcalls.models import Message
 
     return Message.objects.filter(msg_subtype="artifact_tool_call").order_by("seq")[0].payload
+
+
+def _last_response_payload() -> Any:
+    from toolcalls.models import Message
+
+    return Message.objects.filter(msg_subtype="artifact_response").order_by("-seq")[0].payload

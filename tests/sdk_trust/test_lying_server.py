@@ -45,7 +45,9 @@ def test_issue_a_an_agent_key_the_server_injects_is_never_trusted() -> None:
     assert run(scene.client.handle_frame(scene.forge_call(tool_call("notify", "forged"), mallory))) is None
     assert run(scene.client.handle_frame(scene.forge_call(tool_call("locate", "forged-2"), mallory))) is None
     assert scene.handlers.calls == [("notify", {"title": "hello"})] and scene.prompt.asked == []
-    assert scene.refusals() == ["untrusted_sender", "untrusted_sender"]
+    # For an agent without an identity key, an injected key looks like a second runtime's:
+    # refused, and answered with that denial only (tests/sdk_trust/test_live_server.py opens it).
+    assert scene.refusals() == ["runtime_key_unpinned", "runtime_key_unpinned"]
 
 
 def test_issue_b_after_a_breaking_change_read_file_never_runs_with_a_list_of_paths() -> None:

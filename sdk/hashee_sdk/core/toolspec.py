@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-FORMATS: Final = ("mcp", "openai", "anthropic")
+FORMATS: Final = ("mcp", "openai", "openai_responses", "anthropic")
 DEFAULT_FORMAT: Final = "mcp"
 
 
@@ -29,7 +29,8 @@ def tool_description(tool: Mapping[str, Any], preset_texts: Mapping[str, str]) -
 
 def tool_list(tools: list[Mapping[str, Any]], *, format: str, preset_texts: Mapping[str, str]) -> dict[str, Any]:
     """``{"tools": [...]}`` in ``format`` (one of FORMATS): an MCP ``tools/list`` result,
-    OpenAI function tools or Anthropic tools."""
+    OpenAI Chat Completions function tools, the OpenAI Responses API's flat function tools,
+    or Anthropic tools."""
     shape = _SHAPES[format]
     return {"tools": [shape(tool, tool_description(tool, preset_texts)) for tool in tools]}
 
@@ -46,9 +47,16 @@ def _openai(tool: Mapping[str, Any], description: str) -> dict[str, Any]:
             "function": {"name": tool["name"], "description": description, "parameters": tool["input_schema"]}}
 
 
+def _openai_responses(tool: Mapping[str, Any], description: str) -> dict[str, Any]:
+    # strict: false — strict mode would ask every schema to close every object and require
+    # every property, which a manifest's input_schema need not do.
+    return {"type": "function", "name": tool["name"], "description": description,
+            "parameters": tool["input_schema"], "strict": False}
+
+
 def _anthropic(tool: Mapping[str, Any], description: str) -> dict[str, Any]:
     return {"name": tool["name"], "description": description, "input_schema": tool["input_schema"]}
 
 
 _SHAPES: Final[dict[str, Callable[[Mapping[str, Any], str], dict[str, Any]]]] = {
-    "mcp": _mcp, "openai": _openai, "anthropic": _anthropic}
+    "mcp": _mcp, "openai": _openai, "openai_responses": _openai_responses, "anthropic": _anthropic}
