@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from hashee_sdk._version import __version__
 from hashee_sdk.core.agentcard import CardShape, build_agent_card
 from hashee_sdk.core.canonical import CanonicalizationError, canonicalize, sha256_hex
 from hashee_sdk.core.diff import diff_manifests, diff_summary
@@ -117,8 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(HELP, end="")
         return 0
     if args[:1] == ["--version"]:
-        from hashee_sdk._version import __version__
-
         print(f"hashee-sdk {__version__}")
         return 0
     code, result = run(args)
