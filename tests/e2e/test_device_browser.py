@@ -1,5 +1,7 @@
 """The browser as a device (SPEC §12.2) in Debian's chromium, driven by Playwright against
-a live uvicorn server with the demo data, as tests/e2e/test_portal_browser.py does.
+a live uvicorn server with the demo data, as tests/e2e/test_portal_browser.py does — on
+both stacks (marked ``both_stacks``): SQLite with the in-memory channel layer in
+scripts/test's first phase, a PostgreSQL database of its own and Redis in its second.
 
 Bob makes a first browser his device (trusted on first use), a second browser waits with
 a verification code and is approved from the first, which shows the same code; one tab
@@ -32,10 +34,10 @@ from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, PublicKeys, ToolResult
 from hashee_sdk.consent_statements import verify_consent
 from hashee_sdk.core.device_tools import manifest_entries
-from tests.e2e.browsers import ROOT, SHOTS, WAIT_MS, browser_server, chromium
+from tests.e2e.browsers import ROOT, SHOTS, WAIT_MS, chromium, stack_browser_server
 from tests.e2e.live import LiveServer
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
 
 CODE = re.compile(r"^\d{4} \d{4} \d{4}$")
 PROMPT_TIMEOUT_MS = 4000  # the page's test hook: shorter than the 30 s a person gets, never longer
@@ -44,7 +46,7 @@ UNAVAILABLE_TOOL = "brew_coffee"  # DemoBot declares it; no browser has it
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with browser_server(tmp_path_factory.mktemp("device-e2e")) as live:
+    with stack_browser_server(tmp_path_factory.mktemp("device-e2e"), "device_e2e") as live:
         yield live
 
 
