@@ -10,7 +10,8 @@ identity (the new key registered with the old one's signature, the manifest sign
 new one): the page says the identity changed and shows the new number, a call is refused
 before any prompt (``identity_changed``, in the activity; the agent gets no answer), until
 bob compares the new number and marks it verified: calls are prompted and answered again.
-Screenshots go to artifacts/screenshots/device-identity-*.png.
+Last, the same page and bob's connection page in Simplified Chinese carry no English of
+ours. Screenshots go to artifacts/screenshots/device-identity-*.png.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ REFUSED_CALL_WAIT_S = 6  # the agent's wait for an answer that never comes
 HERE = Geolocation(latitude=48.8566, longitude=2.3522, accuracy=25)
 APPROXIMATELY_HERE = {"latitude": 48.86, "longitude": 2.35, "accuracy_m": 1000}  # SPEC §12.1: 2 decimals, ≥ 1 km
 TOOLS = ("send_notification", "get_location")
+AGENT_NAME = "Signed Sam"
 IDENTITY_CHANGED = "Identity changed: calls are refused until you check the new number"
 
 
@@ -159,7 +161,7 @@ def device(server: LiveServer, browser: Browser) -> Iterator[Page]:
 def agent(server: LiveServer, device: Page, tmp_path_factory: pytest.TempPathFactory) -> IdentifiedAgent:
     """alice's agent, identified and signed, and bob connected to it (after his device exists)."""
     with server.api(server.alice_key) as alice:
-        created = alice.post("/agents", json={"name": "Signed Sam", "capability_manifest": manifest("1.0.0")})
+        created = alice.post("/agents", json={"name": AGENT_NAME, "capability_manifest": manifest("1.0.0")})
         assert created.status_code == 201, created.text
         agent_id = str(created.json()["agent_id"])
         credential = alice.post(f"/agents/{agent_id}/credentials", json={"name": "runtime"})
@@ -260,3 +262,66 @@ def test_after_bob_accepts_the_new_number_calls_are_prompted_and_answered_again(
     result = located_after_allowing(device, agent, number)
 
     assert (result.status, result.result) == ("ok", APPROXIMATELY_HERE)
+
+
+# --- the same page in Simplified Chinese -------------------------------------------------
+
+# Every text node of the page (hidden views and row templates included) and the attributes
+# people read, leaving out what is data, not ours: ids, codes, digests, safety numbers
+# (.mono), the user's name, the call's arguments, and the language picker (each language
+# says its own name). What the agent wrote (its name, its tools' descriptions) is left out
+# by ``english_of_ours``.
+PAGE_TEXTS = """(root) => {
+  const data = "script, noscript, style, select, .username, .mono, [data-prompt-arguments]";
+  const texts = [];
+  const visit = (node) => {
+    for (const child of node.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE && child.textContent.trim()) texts.push(child.textContent.trim());
+      if (child.nodeType !== Node.ELEMENT_NODE || child.matches(data)) continue;
+      for (const name of ["aria-label", "title", "placeholder", "data-template", "data-confirm"]) {
+        if (child.getAttribute(name)) texts.push(child.getAttribute(name));
+      }
+      visit(child instanceof HTMLTemplateElement ? child.content : child);
+    }
+  };
+  visit(root);
+  return texts;
+}"""
+# Latin words that are names, not English: the product, the Web APIs the page needs, and the
+# terms of art the whole portal keeps in Chinese (API, Schema as in JSON Schema).
+NAMES = {"Hashee", "API", "Schema", "IndexedDB", "Web", "Crypto", "Locks"}
+# reasons (identity_changed), scope ids (location:read), paths (/ws/events), placeholders
+CODE = re.compile(r"\b[a-z]+(?:[_:][a-z]+)+\b|(?:/[\w.-]+)+|%\(\w+\)s")
+
+
+def english_of_ours(texts: list[str], agents_words: set[str]) -> list[str]:
+    return [text for text in texts
+            if text not in agents_words and set(re.findall(r"[A-Za-z]{2,}", CODE.sub("", text))) - NAMES]
+
+
+def test_the_device_and_connection_pages_in_simplified_chinese_carry_no_english_of_ours(
+        device: Page, agent: IdentifiedAgent) -> None:
+    device.select_option("select[name=language]", "zh-hans")
+    expect(device.locator("h1")).to_have_text("此浏览器")
+    expect(agent_row(device, agent).get_by_text("已验证", exact=True)).to_be_visible()
+    expect(device.locator("[data-activity-list]")).to_contain_text("已拦截 identity_changed")
+    scripts_texts: dict[str, Any] = device.evaluate("JSON.parse(document.getElementById('device-i18n').textContent)")
+    call = agent.call("get_location", {})
+    dialog = device.get_by_role("dialog").filter(has=device.get_by_role("button", name="允许"))
+    expect(dialog.locator("[data-prompt-countdown]")).to_have_text(re.compile(r"^\d+ 秒内不作答将自动拒绝$"))
+    shoot(device, "05-zh-hans")
+    shown = device.locator("body").evaluate(PAGE_TEXTS)
+    dialog.get_by_role("button", name="拒绝").click()
+    answered = call.result(timeout=60)
+    consent = device.context.new_page()  # the connection page (SPEC §9.6), in another tab: this one serves
+    consent.goto(f"{agent.server.url}/portal/connections/{agent.relation_id}/")
+    expect(consent.locator("[data-safety-digits]")).to_have_text(agent.numbers[-1])  # the portal's number too
+    shown += consent.locator("main").evaluate(PAGE_TEXTS)
+    consent.close()
+
+    agents_words = {AGENT_NAME} | {tool["description_fallback"] for tool in manifest("1.0.2")["tools"]}
+    english = english_of_ours(shown, agents_words) + english_of_ours(
+        [t for value in scripts_texts.values() for t in (value.values() if isinstance(value, dict) else [value])],
+        set())
+    assert english == [], "\n".join(english)
+    assert (answered.status, answered.reason) == ("denied", "user_refused")
