@@ -20,7 +20,7 @@ import asyncio
 import re
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -67,7 +67,6 @@ class IdentifiedAgent:
     keystore: KeyStore
     identity: str = "identity"
     relation_id: str = ""
-    numbers: list[str] = field(default_factory=list)  # the safety numbers bob was shown, in order
 
     @property
     def identity_key(self) -> dict[str, str]:
@@ -201,45 +200,76 @@ def located_after_allowing(page: Page, agent: IdentifiedAgent, number: str) -> T
     return call.result(timeout=60)
 
 
-def test_bobs_device_shows_the_safety_number_the_agent_computes(device: Page, agent: IdentifiedAgent) -> None:
-    number = agent.safety_number()
-    agent.numbers.append(number)
+# Each step of the story is a module fixture that needs the one before, so each test finds the
+# state it is about, on its own if xdist gives it to a worker of its own.
+
+@pytest.fixture(scope="module")
+def first_number(agent: IdentifiedAgent) -> str:
+    """The safety number as the agent's side computes it, before any change."""
+    return agent.safety_number()
+
+
+@pytest.fixture(scope="module")
+def verified(device: Page, agent: IdentifiedAgent, first_number: str) -> str:
+    """bob compared the number and pressed "Mark as verified"."""
+    row = agent_row(device, agent)
+    expect(row.locator('[data-cell="safety"]')).to_have_text(first_number)
+    row.get_by_role("button", name="Mark as verified").click()
+    expect(row.get_by_text("Verified", exact=True)).to_be_visible()
+    return first_number
+
+
+@pytest.fixture(scope="module")
+def rotated(agent: IdentifiedAgent, verified: str) -> str:
+    """alice rotated the identity and signed a new version with the new key: the new number."""
+    agent.rotate()
+    return agent.safety_number()
+
+
+@pytest.fixture(scope="module")
+def accepted(device: Page, agent: IdentifiedAgent, rotated: str) -> str:
+    """bob compared the new number and pressed "Mark as verified" on it."""
+    row = agent_row(device, agent)
+    expect(row.locator('[data-cell="safety"]')).to_have_text(f"{IDENTITY_CHANGED}: {rotated}")
+    row.get_by_role("button", name="Mark as verified").click()
+    expect(row.get_by_text("Verified", exact=True)).to_be_visible()
+    return rotated
+
+
+def test_bobs_device_shows_the_safety_number_the_agent_computes(device: Page, agent: IdentifiedAgent,
+                                                                first_number: str) -> None:
     row = agent_row(device, agent)
 
-    expect(row.locator('[data-cell="safety"]')).to_have_text(number)
+    expect(row.locator('[data-cell="safety"]')).to_have_text(first_number)
     expect(row.get_by_role("button", name="Mark as verified")).to_be_visible()
     expect(row.get_by_text("Verified", exact=True)).to_be_hidden()
     shoot(device, "01-safety-number")
-    result = located_after_allowing(device, agent, number)
+    result = located_after_allowing(device, agent, first_number)
 
     assert (result.status, result.result) == ("ok", APPROXIMATELY_HERE)
 
 
-def test_mark_as_verified_is_kept_on_the_device_across_a_reload(device: Page, agent: IdentifiedAgent) -> None:
+def test_mark_as_verified_is_kept_on_the_device_across_a_reload(device: Page, agent: IdentifiedAgent,
+                                                               verified: str) -> None:
     row = agent_row(device, agent)
-    row.get_by_role("button", name="Mark as verified").click()
-
-    expect(row.get_by_text("Verified", exact=True)).to_be_visible()
     expect(row.get_by_role("button", name="Mark as verified")).to_be_hidden()
+
     device.reload()
-    expect(row.locator('[data-cell="safety"]')).to_have_text(agent.numbers[0])
+
+    expect(row.locator('[data-cell="safety"]')).to_have_text(verified)
     expect(row.get_by_text("Verified", exact=True)).to_be_visible()
     expect(row.get_by_role("button", name="Mark as verified")).to_be_hidden()
     shoot(device, "02-verified")
 
 
-def test_a_changed_identity_is_refused_without_a_prompt_until_bob_accepts_it(device: Page,
-                                                                             agent: IdentifiedAgent) -> None:
-    agent.rotate()
-    number = agent.safety_number()
-    agent.numbers.append(number)
+def test_a_changed_identity_is_refused_without_a_prompt_until_bob_accepts_it(device: Page, agent: IdentifiedAgent,
+                                                                             verified: str, rotated: str) -> None:
     row = agent_row(device, agent)
-
-    expect(row.locator('[data-cell="safety"]')).to_have_text(f"{IDENTITY_CHANGED}: {number}")  # told, no reload
+    expect(row.locator('[data-cell="safety"]')).to_have_text(f"{IDENTITY_CHANGED}: {rotated}")  # told, no reload
     expect(row.get_by_text("Verified", exact=True)).to_be_hidden()
     expect(row.get_by_role("button", name="Mark as verified")).to_be_visible()
     device.reload()  # kept on the device: a reload accepts nothing
-    expect(row.locator('[data-cell="safety"]')).to_have_text(f"{IDENTITY_CHANGED}: {number}")
+    expect(row.locator('[data-cell="safety"]')).to_have_text(f"{IDENTITY_CHANGED}: {rotated}")
     shoot(device, "03-identity-changed")
 
     refused = agent.call("get_location", {}, timeout=REFUSED_CALL_WAIT_S)
@@ -247,19 +277,17 @@ def test_a_changed_identity_is_refused_without_a_prompt_until_bob_accepts_it(dev
     expect(device.locator("[data-activity-list] tr").first).to_contain_text("identity_changed")
     assert isinstance(refused.exception(timeout=60), ToolCallTimeout)  # nothing is answered to whom is not believed
     expect(prompt(device)).to_be_hidden()
-    assert number != agent.numbers[0]
+    assert rotated != verified
 
 
-def test_after_bob_accepts_the_new_number_calls_are_prompted_and_answered_again(device: Page,
-                                                                                 agent: IdentifiedAgent) -> None:
-    number = agent.numbers[-1]
+def test_after_bob_accepts_the_new_number_calls_are_prompted_and_answered_again(device: Page, agent: IdentifiedAgent,
+                                                                                 accepted: str) -> None:
     row = agent_row(device, agent)
-    row.get_by_role("button", name="Mark as verified").click()
-
-    expect(row.locator('[data-cell="safety"]')).to_have_text(number)
-    expect(row.get_by_text("Verified", exact=True)).to_be_visible()
+    expect(row.locator('[data-cell="safety"]')).to_have_text(accepted)
+    expect(row.get_by_role("button", name="Mark as verified")).to_be_hidden()
     shoot(device, "04-new-number-accepted")
-    result = located_after_allowing(device, agent, number)
+
+    result = located_after_allowing(device, agent, accepted)
 
     assert (result.status, result.result) == ("ok", APPROXIMATELY_HERE)
 
@@ -300,11 +328,10 @@ def english_of_ours(texts: list[str], agents_words: set[str]) -> list[str]:
 
 
 def test_the_device_and_connection_pages_in_simplified_chinese_carry_no_english_of_ours(
-        device: Page, agent: IdentifiedAgent) -> None:
+        device: Page, agent: IdentifiedAgent, accepted: str) -> None:
     device.select_option("select[name=language]", "zh-hans")
     expect(device.locator("h1")).to_have_text("此浏览器")
     expect(agent_row(device, agent).get_by_text("已验证", exact=True)).to_be_visible()
-    expect(device.locator("[data-activity-list]")).to_contain_text("已拦截 identity_changed")
     scripts_texts: dict[str, Any] = device.evaluate("JSON.parse(document.getElementById('device-i18n').textContent)")
     call = agent.call("get_location", {})
     dialog = device.get_by_role("dialog").filter(has=device.get_by_role("button", name="允许"))
@@ -315,7 +342,7 @@ def test_the_device_and_connection_pages_in_simplified_chinese_carry_no_english_
     answered = call.result(timeout=60)
     consent = device.context.new_page()  # the connection page (SPEC §9.6), in another tab: this one serves
     consent.goto(f"{agent.server.url}/portal/connections/{agent.relation_id}/")
-    expect(consent.locator("[data-safety-digits]")).to_have_text(agent.numbers[-1])  # the portal's number too
+    expect(consent.locator("[data-safety-digits]")).to_have_text(accepted)  # the portal's number too
     shown += consent.locator("main").evaluate(PAGE_TEXTS)
     consent.close()
 
