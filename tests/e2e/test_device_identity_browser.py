@@ -41,7 +41,7 @@ PROMPT_TIMEOUT_MS = 4000  # the page's test hook (tests/e2e/test_device_browser.
 REFUSED_CALL_WAIT_S = 6  # the agent's wait for an answer that never comes
 HERE = Geolocation(latitude=48.8566, longitude=2.3522, accuracy=25)
 APPROXIMATELY_HERE = {"latitude": 48.86, "longitude": 2.35, "accuracy_m": 1000}  # SPEC §12.1: 2 decimals, ≥ 1 km
-TOOLS = ("send_notification", "get_location")
+TOOLS = ("get_location",)  # high: asked at every call, so a call unasked is one refused before the prompt
 AGENT_NAME = "Signed Sam"
 IDENTITY_CHANGED = "Identity changed: calls are refused until you check the new number"
 
@@ -170,8 +170,7 @@ def agent(server: LiveServer, device: Page, tmp_path_factory: pytest.TempPathFac
     identified.register_identity()
     identified.publish("1.0.1")
     with server.api(server.bob_key) as bob:
-        related = bob.post("/h2a/relations", json={"agent_id": agent_id, "granted_scopes": ["location:read",
-                                                                                           "notification:send"]})
+        related = bob.post("/h2a/relations", json={"agent_id": agent_id, "granted_scopes": ["location:read"]})
     assert related.status_code == 201, related.text
     identified.relation_id = str(related.json()["relation_id"])
     return identified
