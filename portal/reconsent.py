@@ -11,13 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from portal.presentation import SENSITIVITY_TEXT, ScopeView, labels_of
 
+# gettext_lazy by its own name: makemessages (xgettext) finds no string marked by an alias.
 FLAG_TEXT: dict[str, Any] = {
-    "supports_streaming": _lazy("streaming replies"), "supports_artifacts": _lazy("files and other artifacts"),
-    "supports_voice": _lazy("voice"), "supports_group_chat": _lazy("group chats"),
+    "supports_streaming": gettext_lazy("streaming replies"),
+    "supports_artifacts": gettext_lazy("files and other artifacts"),
+    "supports_voice": gettext_lazy("voice"),
+    "supports_group_chat": gettext_lazy("group chats"),
 }
 # Which change to lead with when a permission changed in several ways (most first).
 HEADLINE_ORDER = ("SCOPE_ADDED", "SCOPE_SENSITIVITY_RAISED", "TOOL_SCOPE_ESCALATED")

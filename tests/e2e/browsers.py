@@ -1,18 +1,18 @@
 """What the browser tests share: Debian's chromium under Playwright, and a live server of
-their own on SQLite with the demo data (tests/e2e/live.py)."""
+their own with the demo data (tests/e2e/live.py): on SQLite, or, for the tests marked
+``both_stacks``, on the stack of the test phase (PostgreSQL and Redis in scripts/test's
+second phase)."""
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.e2e.live import LiveServer, demo_server
+from tests.e2e.live import LiveServer, demo_server, fresh_database, server_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -24,17 +24,30 @@ WAIT_MS = 15_000
 
 @contextmanager
 def browser_server(home: Path, **extra_env: str) -> Iterator[LiveServer]:
-    """uvicorn on a free port with a fresh SQLite database (in ``home``) holding the demo data."""
+    """uvicorn on a free port with a fresh SQLite database (in ``home``) holding the demo data,
+    one process with the in-memory channel layer."""
+    with _served(home, nullcontext(f"sqlite:///{home / 'db.sqlite3'}"), extra_env) as live:
+        yield live
+
+
+@contextmanager
+def stack_browser_server(home: Path, prefix: str, **extra_env: str) -> Iterator[LiveServer]:
+    """``browser_server`` on the stack of the test phase, for tests marked ``both_stacks``
+    (tests/e2e/live.py's ``fresh_database``): PostgreSQL and Redis when DATABASE_URL names
+    PostgreSQL, SQLite otherwise."""
+    with _served(home, fresh_database(home, prefix), extra_env) as live:
+        yield live
+
+
+@contextmanager
+def _served(home: Path, database: AbstractContextManager[str], extra_env: dict[str, str]) -> Iterator[LiveServer]:
     if not Path(CHROMIUM).exists():
         pytest.fail("Browser tests need Debian's chromium at /usr/bin/chromium (apt-get install chromium; "
                     ".ci/run installs it), or deselect them with -m 'not browser'.", pytrace=False)
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "HASHEE_EVENT_POLL_SECONDS": "0.5", "PYTHONUNBUFFERED": "1",
-           # Every test logs its personas in again from 127.0.0.1; the throttle is tested elsewhere.
-           "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m", **extra_env}
-    env.pop("REDIS_URL", None)  # one process: the in-memory channel layer is enough
-    with demo_server(env, home) as live:
+    settings = {"HASHEE_EVENT_POLL_SECONDS": "0.5",
+                # Every test logs its personas in again from 127.0.0.1; the throttle is tested elsewhere.
+                "HASHEE_LOGIN_RATE_PER_USERNAME": "1000/15m", "HASHEE_LOGIN_RATE_PER_IP": "1000/15m", **extra_env}
+    with database as database_url, demo_server(server_env(database_url, settings), home) as live:
         yield live
 
 

@@ -1,4 +1,6 @@
-"""A real server process for end-to-end tests: uvicorn on 127.0.0.1 with the demo data."""
+"""A real server process for end-to-end tests: uvicorn on 127.0.0.1 with the demo data, on a
+database of its own — a SQLite file, or on the stack of scripts/test's second phase (the
+PostgreSQL that DATABASE_URL names, and Redis) a PostgreSQL database made for it."""
 
 from __future__ import annotations
 
@@ -9,16 +11,20 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 60
+POSTGRES_SCHEMES = ("postgres", "postgresql", "pgsql")
 
 
 def _venv_bin(name: str) -> list[str]:
@@ -90,13 +96,61 @@ def demo_server(env: dict[str, str], home: Path) -> Iterator[LiveServer]:
             process.wait(timeout=5)
 
 
+def environment_postgres() -> str | None:
+    """The PostgreSQL that the environment's DATABASE_URL names (scripts/test's second
+    phase), or None (its first phase unsets it: SQLite)."""
+    configured = os.environ.get("DATABASE_URL", "")
+    return configured if urlsplit(configured).scheme in POSTGRES_SCHEMES else None
+
+
+def _with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+@contextmanager
+def fresh_database(home: Path, prefix: str) -> Iterator[str]:
+    """The URL of an empty database for one live server: on the environment's PostgreSQL
+    (``environment_postgres``), one named ``<prefix>_<random>``, created here and dropped
+    after, its connections closed by force; otherwise a SQLite file under ``home``."""
+    configured = environment_postgres()
+    if configured is None:
+        yield f"sqlite:///{home / 'db.sqlite3'}"
+        return
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = _with_database(configured, "postgres")
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_database(configured, name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def server_env(database_url: str, settings: dict[str, str]) -> dict[str, str]:
+    """A server's environment on ``database_url``: with Redis (REDIS_URL's channel layer and
+    cache) only beside PostgreSQL; one SQLite process needs no more than the in-memory layer."""
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0",
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+           "PYTHONUNBUFFERED": "1", **settings}
+    if urlsplit(database_url).scheme not in POSTGRES_SCHEMES:
+        env.pop("REDIS_URL", None)
+    return env
+
+
 @contextmanager
 def sqlite_demo_server(home: Path, **settings: str) -> Iterator[LiveServer]:
     """``demo_server`` on a fresh SQLite file under ``home``, one process, no Redis
     (the in-memory channel layer is enough); ``settings`` add environment variables."""
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{home / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
-           "PYTHONUNBUFFERED": "1", **settings}
-    env.pop("REDIS_URL", None)
-    with demo_server(env, home) as live:
+    with demo_server(server_env(f"sqlite:///{home / 'db.sqlite3'}", settings), home) as live:
+        yield live
+
+
+@contextmanager
+def stack_demo_server(home: Path, prefix: str, **settings: str) -> Iterator[LiveServer]:
+    """``demo_server`` on the stack of the test phase, for tests marked ``both_stacks``: with
+    DATABASE_URL naming PostgreSQL, a fresh database of its own there (``fresh_database``)
+    and the REDIS_URL channel layer and cache — the production path; otherwise a fresh
+    SQLite file and the in-memory layer. One uvicorn process either way."""
+    with fresh_database(home, prefix) as database_url, demo_server(server_env(database_url, settings), home) as live:
         yield live

@@ -4,8 +4,9 @@ Alice publishes maxLength 300 → 10 + pattern → 300 + pattern, so v1 → v3 a
 pattern, whose example search used to run Python's ``re`` on ``"a" * 256`` forever while
 holding the GIL. Every path that diffs those versions must answer while ``/healthz`` keeps
 answering. A hang shows as a timeout of the generous bounded waits below (speed is for
-bench/redos.py). On SQLite by default; on the PostgreSQL (and Redis) of the environment
-when DATABASE_URL names one, in a database of its own.
+bench/redos.py). On the stack of the test phase (marked ``both_stacks``): SQLite, or the
+PostgreSQL (and Redis) of the environment when DATABASE_URL names one, in a database of its
+own (tests/e2e/live.py's ``stack_demo_server``).
 """
 
 from __future__ import annotations
@@ -13,27 +14,23 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import re
-import secrets
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psycopg
 import pytest
 
 from agents.management.commands.seed_demo import DEMO_PASSWORD
-from tests.e2e.live import LiveServer, demo_server
+from tests.e2e.live import LiveServer, stack_demo_server
 from tests.in_child import HANG_SECONDS
 
+pytestmark = pytest.mark.both_stacks
 ROOT = Path(__file__).resolve().parents[2]
 
 EVIL = "^(?:|a|A|0|-| |aaaa|abc123|not-a-valid-value)$|^(a|a)*b$"
@@ -60,29 +57,9 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    configured = os.environ.get("DATABASE_URL", "")
-    if urlsplit(configured).scheme not in ("postgres", "postgresql", "pgsql"):
-        yield f"sqlite:///{tmp_path_factory.mktemp('redos') / 'db.sqlite3'}"
-        return
-    name = f"redos_{uuid.uuid4().hex[:12]}"
-    admin = urlunsplit(urlsplit(configured)._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(configured)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture(scope="module")
-def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One uvicorn process: one worker whose GIL a regex would hold."""
-    home = tmp_path_factory.mktemp("redos-server")
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "PYTHONUNBUFFERED": "1",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "DJANGO_SECRET_KEY": secrets.token_urlsafe(40)}
-    with demo_server(env, home) as live:
+    with stack_demo_server(tmp_path_factory.mktemp("redos-server"), "redos") as live:
         yield live
 
 

@@ -1,6 +1,8 @@
 """SPEC §12.3 through a real server: a Python agent calls a TypeScript device, and a TypeScript
-agent calls a Python device (uvicorn on SQLite with the demo data, as tests/e2e does; Node runs
-@hashee/sdk's dist/ build through sdk-js/test/device.mjs and agent.mjs, on the `ws` socket).
+agent calls a Python device (uvicorn with the demo data, as tests/e2e does, on both stacks:
+SQLite in scripts/test's first phase, a PostgreSQL database of its own and Redis in its second;
+Node runs @hashee/sdk's dist/ build through sdk-js/test/device.mjs and agent.mjs, on the `ws`
+socket).
 
 What is asserted is what a user would notice: the answer the agent gets, and what ran (or was
 asked) on the device."""
@@ -16,7 +18,7 @@ import pytest
 
 from hashee_sdk import AuditLog, ConsentUnverified, HttpxTransport, KeyPair, PromptRequest, ToolResult, UserClient
 from tests.changes import breaking
-from tests.e2e.live import LiveServer, sqlite_demo_server
+from tests.e2e.live import LiveServer, stack_demo_server
 from tests.interop.live_node import (
     ALL_SCOPES,
     NodeDevice,
@@ -30,7 +32,7 @@ from tests.interop.live_node import (
     run_node_agent,
 )
 
-pytestmark = [pytest.mark.sqlite_only,
+pytestmark = [pytest.mark.both_stacks,
               pytest.mark.skipif(node() is None, reason="no Node.js to run @hashee/sdk")]
 NOTE = "groceries: milk, eggs, coffee\n"
 
@@ -38,7 +40,7 @@ NOTE = "groceries: milk, eggs, coffee\n"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     ensure_built()
-    with sqlite_demo_server(tmp_path_factory.mktemp("ts-python"), HASHEE_TOOL_CALLS_PER_MINUTE="1000") as live:
+    with stack_demo_server(tmp_path_factory.mktemp("ts-python"), "ts_python", HASHEE_TOOL_CALLS_PER_MINUTE="1000") as live:
         yield live
 
 

@@ -34,7 +34,11 @@ export function row(template: HTMLTemplateElement): { element: HTMLElement; cell
   return { element, cell: (name) => one(element, `[data-cell="${name}"]`) };
 }
 
+/** A moment in the page's language (the one the person chose on the site, `<html lang>`),
+ * not the browser's: a page in Chinese says 下午, not PM. */
 export function when(epochMs: number | string): string {
   const date = new Date(epochMs);
-  return Number.isNaN(date.getTime()) ? "" : date.toLocaleString();
+  if (Number.isNaN(date.getTime())) return "";
+  const language = document.documentElement.lang;
+  return date.toLocaleString(language && Intl.DateTimeFormat.supportedLocalesOf(language).length > 0 ? language : undefined);
 }
