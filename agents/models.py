@@ -11,6 +11,7 @@ AgentId = uuid.UUID | str
 
 
 STATUS_REASON_MAX = 500
+CHANGE_NOTE_MAX = 2000
 
 class Agent(models.Model):
     """An AI agent published by its owner, with its current Capability Manifest.
@@ -95,6 +96,9 @@ class ManifestVersion(models.Model):
     # of the identity key, current at save time, it verified with ("" when it did not).
     signature = models.TextField(null=True, blank=True)
     signature_kid = models.CharField(max_length=64, blank=True, default="")
+    # The owner's note to users about this version (SPEC §5.2, v1.2): shown on the re-consent
+    # page and carried by its event; never part of the manifest or its hash.
+    change_note = models.TextField(null=True, blank=True, max_length=CHANGE_NOTE_MAX)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

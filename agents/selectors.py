@@ -147,3 +147,9 @@ def agent_key(*, agent: Agent, key_id: int) -> ApiKey | None:
 
 def user_key(*, user: User, key_id: int) -> ApiKey | None:
     return ApiKey.objects.filter(user=user, kind=ApiKey.Kind.USER, pk=key_id).first()
+
+
+def change_notes_since(*, agent: Agent, version: int) -> list[ManifestVersion]:
+    """The versions after ``version`` whose owner left a note to users (SPEC §5.2), oldest first."""
+    return list(ManifestVersion.objects.filter(agent=agent, version__gt=version, change_note__isnull=False)
+                .exclude(change_note="").only("version", "change_note").order_by("version"))

@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.models import Agent, ManifestVersion
+from agents.models import CHANGE_NOTE_MAX, Agent, ManifestVersion
 from hashee_sdk.core.diff_support import Rule
 from hashee_sdk.core.manifest_rules import SENSITIVITY_LEVELS
 
@@ -31,6 +31,9 @@ class AgentUpdateInput(serializers.Serializer):
                                                           max_length=SIGNATURE_MAX_LENGTH)
     webhook_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
     expected_version = serializers.IntegerField(required=False, min_value=0)
+    change_note = serializers.CharField(max_length=CHANGE_NOTE_MAX, required=False, allow_null=True, allow_blank=True,
+                                        help_text="A note to users about the new version (plain text), kept with it "
+                                                  "and shown on the re-consent page; never part of the manifest.")
 
 
 class AgentOutput(serializers.ModelSerializer):
@@ -137,7 +140,7 @@ class VersionSummaryOutput(serializers.ModelSerializer):
     class Meta:
         model = ManifestVersion
         fields = ["version", "hash", "size_bytes", "breaking", "scopes_requiring_reauth", "warnings",
-                  "capability_manifest_signature", "publisher_verified", "created_by", "created_at"]
+                  "capability_manifest_signature", "publisher_verified", "change_note", "created_by", "created_at"]
 
 
 class VersionOutput(VersionSummaryOutput):

@@ -24,7 +24,12 @@ from hashee.errors import HasheeError
 from hashee_sdk.core.canonical import CanonicalizationError, canonical_hash
 from hashee_sdk.core.diff import DiffResult, diff_manifests
 from hashee_sdk.core.event_types import EventType
-from hashee_sdk.core.manifest import SENSITIVITY_ORDER, ValidationResult, validate_manifest
+from hashee_sdk.core.manifest import (
+    SENSITIVITY_ORDER,
+    ValidationResult,
+    invisible_character_issues,
+    validate_manifest,
+)
 from hashee_sdk.core.versions import version_bump_warnings
 
 logger = logging.getLogger(__name__)
@@ -77,6 +82,7 @@ class ManifestSubmission:
     manifest: Any
     checked: ValidationResult
     signature: str | None = None
+    change_note: str | None = None
 
 
 def manifest_check(manifest: Any) -> ValidationResult:
@@ -123,7 +129,7 @@ def manifest_version_record(*, agent: Agent, submission: ManifestSubmission | No
         scopes_requiring_reauth=diff.scopes_requiring_reauth, withheld_scopes=diff.raised_scopes,
         removed_scopes=diff.removed_scopes,
         warnings=_manifest_warnings(checked, diff, previous=latest.manifest if latest else None, manifest=manifest),
-        signature=signed.signature, signature_kid=signed.verified_kid,
+        signature=signed.signature, signature_kid=signed.verified_kid, change_note=submission.change_note,
         created_by=_user_or_none(actor or agent.owner),
     )
     _sync_agent_index(agent, version)
@@ -175,7 +181,7 @@ def _sync_agent_index(agent: Agent, version: ManifestVersion) -> None:
 def _emit_manifest_events(agent: Agent, version: ManifestVersion) -> None:
     """One event for the agent's whole audience (never one per relation) + telemetry."""
     data: dict[str, Any] = {"agent_id": str(agent.pk), "new_manifest_version": version.version,
-                            "new_manifest_hash": version.hash}
+                            "new_manifest_hash": version.hash, "change_note": version.change_note}
     for warning in version.warnings:
         if warning["code"] == "MANIFEST_SIZE_WARNING":
             telemetry.warning("manifest_size_warning agent=%s version=%s size_bytes=%s",
@@ -211,7 +217,7 @@ def agent_create(*, owner: User, name: str, description: str = "", capability_ma
 def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, description: str = UNSET,
                  capability_manifest: Any = UNSET, capability_manifest_signature: str | None = None,
                  webhook_url: str = UNSET, owner: Any = UNSET, expected_version: int | None = None,
-                 unchanged_since: datetime | None = None,
+                 unchanged_since: datetime | None = None, change_note: str | None = None,
                  dry_run: bool = False) -> tuple[Agent, ManifestUpdate | None, str | None]:
     """Change an agent's fields and/or manifest under a row lock (gapless versions).
     ``owner`` is for operators (the admin): the API does not offer it, nor
@@ -220,9 +226,11 @@ def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, de
 
     Raises VERSION_CONFLICT when ``expected_version`` or ``unchanged_since`` is stale,
     MANIFEST_* when invalid, MANIFEST_SIGNATURE_* when an identified agent's new manifest is
-    unsigned or badly signed.
+    unsigned or badly signed, VALIDATION_ERROR for a ``change_note`` without a manifest or
+    with an invisible character. The note is kept with the new version only.
     """
-    submission = (_submission(capability_manifest, capability_manifest_signature)
+    note = change_note_check(change_note, with_manifest=capability_manifest is not UNSET)
+    submission = (_submission(capability_manifest, capability_manifest_signature, note)
                   if capability_manifest is not UNSET else None)
     try:
         with transaction.atomic():
@@ -242,9 +250,25 @@ def agent_update(*, agent_id: AgentId, actor: User | None, name: str = UNSET, de
     return agent, _update_from(agent, submission, version), secret
 
 
-def _submission(manifest: Any, signature: str | None) -> ManifestSubmission:
+def _submission(manifest: Any, signature: str | None, change_note: str | None = None) -> ManifestSubmission:
     """A submitted manifest, checked before any lock is taken."""
-    return ManifestSubmission(manifest=manifest, checked=manifest_check(manifest), signature=signature)
+    return ManifestSubmission(manifest=manifest, checked=manifest_check(manifest), signature=signature,
+                              change_note=change_note)
+
+
+def change_note_check(note: str | None, *, with_manifest: bool) -> str | None:
+    """The owner's note to users, trimmed (None when empty): plain text without invisible
+    characters (SPEC §3 rule 13 holds for what users read), and only with a manifest."""
+    note = (note or "").strip() or None
+    if note is None:
+        return None
+    if not with_manifest:
+        raise HasheeError("VALIDATION_ERROR", "change_note goes with a new capability_manifest.",
+                          [{"path": "/change_note", "code": "INVALID_VALUE", "message": "no manifest to note"}])
+    hidden = invisible_character_issues(note, "/change_note")
+    if hidden:
+        raise HasheeError("VALIDATION_ERROR", "change_note holds an invisible character.", [i.as_dict() for i in hidden])
+    return note
 
 
 def _version_check(agent: Agent, expected_version: int | None) -> None:

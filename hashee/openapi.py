@@ -15,8 +15,9 @@ from hashee_sdk.core.event_types import EventType
 
 # Every type of EventType, with what its data holds (tests/test_layout.py checks none is missing).
 EVENT_TYPES: dict[EventType, str] = {
-    EventType.REAUTH_REQUIRED: "{agent_id, new_manifest_version, new_manifest_hash, scopes_requiring_reauth}",
-    EventType.MANIFEST_UPDATED: "{agent_id, new_manifest_version, new_manifest_hash}",
+    EventType.REAUTH_REQUIRED: "{agent_id, new_manifest_version, new_manifest_hash, scopes_requiring_reauth, change_note}"
+                               " (change_note: the owner's note to users, null when none)",
+    EventType.MANIFEST_UPDATED: "{agent_id, new_manifest_version, new_manifest_hash, change_note}",
     EventType.RELATION_CREATED: "{relation}",
     EventType.RELATION_UPDATED: "{relation}",
     EventType.RELATION_REVOKED: "{relation}",

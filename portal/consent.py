@@ -103,6 +103,8 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
         "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation),
         "destinations": _destinations_since_consent(found),
+        "notes": agent_selectors.change_notes_since(agent=agent, version=relation.acknowledged_manifest_version)
+        if found.needs_reconsent else [],
         "signed_on": consent_signer(relation=relation)})
 
 

@@ -7,6 +7,8 @@ from typing import Any, cast
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from agents.models import CHANGE_NOTE_MAX
+
 MANIFEST_WIDGET = forms.Textarea(attrs={"spellcheck": "false", "wrap": "off", "autocomplete": "off",
                                         "autocapitalize": "off", "rows": 28, "data-editor-input": ""})
 
@@ -28,6 +30,9 @@ class ManifestForm(forms.Form):
         label=_("Publisher signature"), required=False, max_length=2048,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "autocomplete": "off",
                                      "placeholder": "eyJhbGciOiJFZERTQSIs…..…"}))
+    # SPEC §5.2 (v1.2): kept with the new version, shown to users asked to re-consent.
+    change_note = forms.CharField(label=_("Note to your users"), required=False, max_length=CHANGE_NOTE_MAX,
+                                  widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class AgentSettingsForm(forms.Form):

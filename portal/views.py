@@ -118,7 +118,7 @@ def agent_manifest(request: HttpRequest, agent: Agent) -> HttpResponse:
                 messages.warning(request, _("The manifest changed after the preview. Check the preview, then save."))
             else:
                 saved = _save_manifest(request, agent, preview, data["expected_version"],
-                                       data["capability_manifest_signature"] or None)
+                                       data["capability_manifest_signature"] or None, data["change_note"] or None)
                 if saved is not None:
                     return saved
     return render(request, "portal/agents/edit.html", {
@@ -129,12 +129,13 @@ def agent_manifest(request: HttpRequest, agent: Agent) -> HttpResponse:
 
 
 def _save_manifest(request: HttpRequest, agent: Agent, preview: Preview, expected: int,
-                   signature: str | None) -> HttpResponse | None:
+                   signature: str | None, change_note: str | None = None) -> HttpResponse | None:
     """Save what was previewed; None (with a message) when the service refuses it."""
     try:
         agent, update, _secret = services.agent_update(agent_id=agent.pk, actor=acting_user(request),
                                                        capability_manifest=preview.manifest, expected_version=expected,
-                                                       capability_manifest_signature=signature)
+                                                       capability_manifest_signature=signature,
+                                                       change_note=change_note)
     except HasheeError as exc:  # VERSION_CONFLICT (saved meanwhile), MANIFEST_SIGNATURE_* (identified agent)
         messages.error(request, exc.message)
         return None

@@ -29,7 +29,7 @@ from tests.e2e.live import sqlite_demo_server
 STREAM_SETTINGS = {"HASHEE_SSE_KEEPALIVE_SECONDS": "0.3", "HASHEE_SSE_MAX_SECONDS": "30",
                    "HASHEE_MAX_SOCKETS_PER_PRINCIPAL": "3"}
 FRAME_KEYS = {"id", "type", "created_at", "data"}
-REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
+REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth", "change_note"}
 STACKS = [
     pytest.param("sqlite", marks=pytest.mark.sqlite_only),
     pytest.param("postgres", marks=[pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]),

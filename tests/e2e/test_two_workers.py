@@ -40,7 +40,7 @@ QUIET = 1.5  # how long "nothing else arrives" is watched
 IDLE_SOCKETS = 4
 IDLE = 12  # longer than redis-py 8's default 5 s socket timeout, twice
 STALLED_MESSAGES = 40  # of 200 KB: 8 MB, more than both ends' socket buffers
-REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth"}
+REAUTH_KEYS = {"agent_id", "new_manifest_version", "new_manifest_hash", "scopes_requiring_reauth", "change_note"}
 
 
 def _require_services() -> tuple[str, str]:

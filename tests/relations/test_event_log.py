@@ -40,7 +40,7 @@ def test_reauth_required_carries_exactly_the_four_fields(bob: Any, agent: Agent,
     agent.refresh_from_db()
     assert reauth[0]["data"] == {"agent_id": str(agent.pk), "new_manifest_version": 2,
                                  "new_manifest_hash": agent.capability_manifest_hash,
-                                 "scopes_requiring_reauth": ["filesystem:read"]}
+                                 "scopes_requiring_reauth": ["filesystem:read"], "change_note": None}
     assert set(reauth[0]) == {"id", "type", "created_at", "data"}
 
 

@@ -153,7 +153,7 @@ def test_a_removed_scope_is_pruned_silently(bob_api: APIClient, agent: Agent) ->
     assert body["status"] == "active" and body["granted_scopes"] == ["filesystem:read"]
     event = Event.objects.filter(audience=agent).latest("id")
     assert event.type == "agent.manifest_updated"
-    assert set(event.data) == {"agent_id", "new_manifest_version", "new_manifest_hash"}
+    assert set(event.data) == {"agent_id", "new_manifest_version", "new_manifest_hash", "change_note"}
 
 
 def test_a_scope_removed_then_added_again_is_not_granted_silently(bob_api: APIClient, agent: Agent) -> None:

@@ -64,7 +64,7 @@ def test_bob_receives_reauth_required_live(world: dict[str, Any]) -> None:
         frames = await frames_until(socket, "h2a.reauth_required")
         assert frames[-1]["data"]["scopes_requiring_reauth"] == ["filesystem:read"]
         assert set(frames[-1]["data"]) == {"agent_id", "new_manifest_version", "new_manifest_hash",
-                                           "scopes_requiring_reauth"}
+                                           "scopes_requiring_reauth", "change_note"}
         await socket.disconnect()
 
     run(scenario)

@@ -210,14 +210,21 @@ def _check_invisible(value: Any, path: str, report: _Report) -> None:
 
 
 def _report_invisible(text: str, path: str, what: str, report: _Report) -> None:
+    report.errors.extend(invisible_character_issues(text, path, what))
+
+
+def invisible_character_issues(text: str, path: str, what: str = "The text") -> list[Issue]:
+    """``INVISIBLE_CHARACTER`` at ``path`` when ``text`` holds a Unicode format or
+    bidirectional control character (SPEC §3 rule 13), naming the first; else nothing."""
     found = [(index, char) for index, char in enumerate(text) if unicodedata.category(char) == "Cf"]
-    if found:
-        index, char = found[0]
-        name = unicodedata.name(char, "a format character")
-        more = f" ({len(found)} such characters in all)" if len(found) > 1 else ""
-        report.error(path, "INVISIBLE_CHARACTER",
-                     f"{what} holds the invisible character U+{ord(char):04X} ({name}) at position {index + 1}{more}; "
-                     "remove it.")
+    if not found:
+        return []
+    index, char = found[0]
+    name = unicodedata.name(char, "a format character")
+    more = f" ({len(found)} such characters in all)" if len(found) > 1 else ""
+    return [Issue(path, "INVISIBLE_CHARACTER",
+                  f"{what} holds the invisible character U+{ord(char):04X} ({name}) at position {index + 1}{more}; "
+                  "remove it.")]
 
 
 def _check_members(
