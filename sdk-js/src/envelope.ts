@@ -13,8 +13,8 @@ import nacl from "tweetnacl";
 import { x25519 } from "@noble/curves/ed25519";
 import { randomBytes } from "@noble/hashes/utils";
 import { canonicalize, canonicalText, isJsonObject, type JsonObject } from "./canonical.js";
-import { KeyPair, PublicKeys, verifyEd25519 } from "./crypto.js";
-import { b64decode, b64encode, concatBytes, fromUtf8, startsWith } from "./encoding.js";
+import { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, x25519SharedAsync } from "./crypto.js";
+import { b64decode, b64encode, concatBytes, fromUtf8, startsWith, utf8 } from "./encoding.js";
 import {
   BadSignature, CanonicalizationError, DecryptionFailed, MalformedEnvelope, UnknownSender, WrongContext,
   WrongRecipient,
@@ -128,18 +128,53 @@ export function senderKeyId(envelope: unknown): string {
 /** Decrypt and verify the copy addressed to `recipientKeyId`, signed by one of `senders`.
  * Throws an EnvelopeError. */
 export function openCopy(envelope: unknown, options: OpenOptions): OpenedCopy {
+  const { checked, copy, sender } = addressed(envelope, options);
+  const { ephemeral, nonce, ciphertext } = copyParts(copy);
+  checkEphemeral(ephemeral);
+  const plaintext = nacl.box.open(ciphertext, nonce, ephemeral, options.recipientX25519);
+  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  const [signature, signed] = split(plaintext);
+  if (!verifyEd25519(signature, signed, sender.ed25519)) throw new BadSignature("the signature does not verify");
+  return verified(checked, copy, signed, options);
+}
+
+/** {@link openCopy} on the platform's own X25519 and Ed25519 (WebCrypto) where it has them: the
+ * same checks in the same order, the same errors, several times faster (the device's path). */
+export async function openCopyAsync(envelope: unknown, options: OpenOptions): Promise<OpenedCopy> {
+  const { checked, copy, sender } = addressed(envelope, options);
+  const { ephemeral, nonce, ciphertext } = copyParts(copy);
+  const shared = await x25519SharedAsync(options.recipientX25519, ephemeral); // null: small order
+  if (shared === null) throw new MalformedEnvelope("a copy's key, nonce or ciphertext is malformed: an X25519 key of small order is refused");
+  // crypto_box_open is HSalsa20 of the X25519 secret, then crypto_secretbox_open (NaCl's box.before)
+  const key = new Uint8Array(32);
+  (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, inp: Uint8Array, k: Uint8Array, c: Uint8Array): void } })
+    .lowlevel.crypto_core_hsalsa20(key, new Uint8Array(16), shared, SIGMA);
+  const plaintext = nacl.secretbox.open(ciphertext, nonce, key);
+  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  const [signature, signed] = split(plaintext);
+  if (!(await verifyEd25519Async(signature, signed, sender.ed25519))) throw new BadSignature("the signature does not verify");
+  return verified(checked, copy, signed, options);
+}
+
+const SIGMA = utf8("expand 32-byte k"); // Salsa20's constant, as NaCl's crypto_box_beforenm uses it
+
+/** The copy for us and its trusted sender; throws MalformedEnvelope, WrongRecipient, UnknownSender. */
+function addressed(envelope: unknown, options: OpenOptions): { checked: Envelope; copy: EnvelopeCopy; sender: PublicKeys } {
   const checked = checkShape(envelope);
   const copy = checked.copies.find((c) => c.recipient_key_id === options.recipientKeyId);
   if (copy === undefined) throw new WrongRecipient("no copy of this envelope is addressed to this key");
   const sender = options.senders.get(checked.sender_key_id);
   if (sender === undefined) throw new UnknownSender("the sender key is not a trusted key of the other party");
-  const { ephemeral, nonce, ciphertext } = copyParts(copy);
-  const plaintext = nacl.box.open(ciphertext, nonce, ephemeral, options.recipientX25519);
-  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  return { checked, copy, sender };
+}
+
+function split(plaintext: Uint8Array): [Uint8Array, Uint8Array] {
   if (plaintext.length <= SIGNATURE_BYTES) throw new DecryptionFailed("the plaintext is too short");
-  const signature = plaintext.subarray(0, SIGNATURE_BYTES);
-  const signed = plaintext.subarray(SIGNATURE_BYTES);
-  if (!verifyEd25519(signature, signed, sender.ed25519)) throw new BadSignature("the signature does not verify");
+  return [plaintext.subarray(0, SIGNATURE_BYTES), plaintext.subarray(SIGNATURE_BYTES)];
+}
+
+/** The signed body, canonical and signed for this relation, direction and pair of keys. */
+function verified(checked: Envelope, copy: EnvelopeCopy, signed: Uint8Array, options: OpenOptions): OpenedCopy {
   const body = canonicalBody(signed);
   const expected: Record<string, unknown> = {
     v: VERSION, relation_id: String(options.relationId), direction: options.direction,
@@ -177,16 +212,20 @@ function checkShape(envelope: unknown): Envelope {
 function copyParts(copy: EnvelopeCopy): { ephemeral: Uint8Array; nonce: Uint8Array; ciphertext: Uint8Array } {
   let parts;
   try {
-    parts = {
-      ephemeral: checkedX25519(publicKeyBytes(copy.ephemeral_public)),
-      nonce: b64decode(copy.nonce),
-      ciphertext: b64decode(copy.ciphertext),
-    };
+    parts = { ephemeral: publicKeyBytes(copy.ephemeral_public), nonce: b64decode(copy.nonce), ciphertext: b64decode(copy.ciphertext) };
   } catch (error) {
     throw new MalformedEnvelope(`a copy's key, nonce or ciphertext is malformed: ${(error as Error).message}`);
   }
   if (parts.nonce.length !== NONCE_BYTES) throw new MalformedEnvelope("bad nonce length");
   return parts;
+}
+
+function checkEphemeral(ephemeral: Uint8Array): void {
+  try {
+    checkedX25519(ephemeral);
+  } catch (error) {
+    throw new MalformedEnvelope(`a copy's key, nonce or ciphertext is malformed: ${(error as Error).message}`);
+  }
 }
 
 function canonicalBody(signed: Uint8Array): Record<string, unknown> {
