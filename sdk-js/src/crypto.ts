@@ -97,6 +97,11 @@ export class KeyPair {
   sign(data: Uint8Array): Uint8Array {
     return ed25519.sign(data, this.ed25519Seed);
   }
+
+  /** {@link KeyPair.sign} on the platform's Ed25519 where it has one: the same bytes. */
+  signAsync(data: Uint8Array): Promise<Uint8Array> {
+    return signEd25519Async(data, this.ed25519Seed);
+  }
 }
 
 /** Whether `signature` is `publicKey`'s Ed25519 signature of `data`, under RFC 8032's strict
@@ -121,9 +126,12 @@ export function verifyEd25519(signature: Uint8Array, data: Uint8Array, publicKey
 const subtle: SubtleCrypto | undefined = globalThis.crypto?.subtle;
 const ED25519 = { name: "Ed25519" } as const;
 const X25519 = { name: "X25519" } as const;
-// RFC 8410's PKCS #8 wrapping of a raw X25519 private key (WebCrypto imports no raw private key).
+// RFC 8410's PKCS #8 wrappings of a raw X25519 private key and an Ed25519 seed (WebCrypto imports no raw private key).
 const X25519_PKCS8_PREFIX = Uint8Array.of(0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22,
   0x04, 0x20);
+const ED25519_PKCS8_PREFIX = Uint8Array.of(0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22,
+  0x04, 0x20);
+const BASE_POINT = Uint8Array.of(9, ...new Uint8Array(31)); // X25519's u = 9
 const CACHED_KEYS = 256;
 /** WebCrypto takes ArrayBuffer-backed views; ours are (none is made on a SharedArrayBuffer). */
 const buffer = (bytes: Uint8Array): Uint8Array<ArrayBuffer> => bytes as Uint8Array<ArrayBuffer>;
@@ -151,15 +159,53 @@ function native(): Promise<{ ed25519: boolean; x25519: boolean }> {
     const seed = randomBytes(32);
     const data = randomBytes(16);
     const signature = ed25519.sign(data, seed);
-    const ed = await subtle.importKey("raw", buffer(ed25519.getPublicKey(seed)), ED25519, false, ["verify"])
+    const verifies = await subtle.importKey("raw", buffer(ed25519.getPublicKey(seed)), ED25519, false, ["verify"])
       .then((key) => subtle.verify(ED25519, key, buffer(signature), buffer(data))).catch(() => false);
+    const signs = await signingKey(seed).then((key) => subtle.sign(ED25519, key, buffer(data)))
+      .then((made) => sameBytes(new Uint8Array(made), signature)).catch(() => false); // Ed25519 is deterministic
+    const ed = verifies && signs;
     const mine = randomBytes(32);
     const theirs = x25519.getPublicKey(randomBytes(32));
     const derived = await nativeShared(mine, theirs).catch(() => null);
     const expected = x25519.getSharedSecret(mine, theirs);
-    return { ed25519: ed, x25519: derived !== null && derived.every((byte, i) => byte === expected[i]) };
+    return { ed25519: ed, x25519: derived !== null && sameBytes(derived, expected) };
   })();
   return nativeSupport;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
+}
+
+function pkcs8(prefix: Uint8Array, raw: Uint8Array): Uint8Array<ArrayBuffer> {
+  const wrapped = new Uint8Array(prefix.length + raw.length);
+  wrapped.set(prefix);
+  wrapped.set(raw, prefix.length);
+  return wrapped;
+}
+
+const signingKeys = new WeakMap<Uint8Array, Promise<CryptoKey>>();
+
+function signingKey(seed: Uint8Array): Promise<CryptoKey> {
+  let key = signingKeys.get(seed);
+  if (key === undefined) {
+    key = subtle!.importKey("pkcs8", pkcs8(ED25519_PKCS8_PREFIX, seed), ED25519, false, ["sign"]);
+    signingKeys.set(seed, key);
+  }
+  return key;
+}
+
+/** `seed`'s raw Ed25519 signature of `data`, on the platform's Ed25519 where it has one (the
+ * same bytes: Ed25519 signatures are deterministic). */
+export async function signEd25519Async(data: Uint8Array, seed: Uint8Array): Promise<Uint8Array> {
+  if (!(await native()).ed25519) return ed25519.sign(data, seed);
+  return new Uint8Array(await subtle!.sign(ED25519, await signingKey(seed), buffer(data)));
+}
+
+/** The X25519 public key of a private one, on the platform's X25519 where it has one. */
+export async function x25519PublicAsync(privateKey: Uint8Array): Promise<Uint8Array> {
+  if (!(await native()).x25519) return x25519.getPublicKey(privateKey);
+  return nativeShared(privateKey, BASE_POINT);
 }
 
 /** A small cache of imported keys: the same few agent keys verify every call. */
@@ -185,10 +231,7 @@ const privateKeys = new WeakMap<Uint8Array, Promise<CryptoKey>>();
 function privateX25519(raw: Uint8Array): Promise<CryptoKey> {
   let key = privateKeys.get(raw);
   if (key === undefined) {
-    const pkcs8 = new Uint8Array(X25519_PKCS8_PREFIX.length + raw.length);
-    pkcs8.set(X25519_PKCS8_PREFIX);
-    pkcs8.set(raw, X25519_PKCS8_PREFIX.length);
-    key = subtle!.importKey("pkcs8", pkcs8, X25519, false, ["deriveBits"]);
+    key = subtle!.importKey("pkcs8", pkcs8(X25519_PKCS8_PREFIX, raw), X25519, false, ["deriveBits"]);
     privateKeys.set(raw, key);
   }
   return key;

@@ -21,7 +21,7 @@ import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
 import { largeOrderX25519Async, type KeyPair } from "./crypto.js";
 import { b64decode } from "./encoding.js";
-import { openCopyAsync, Recipient, seal, type OpenedCopy } from "./envelope.js";
+import { openCopyAsync, Recipient, sealAsync, type OpenedCopy } from "./envelope.js";
 import {
   AgentChanged, ApiError, EnvelopeError, IdentityChanged, ManifestUnverified, PlatformRefused, UnknownSender, WrongRecipient,
   type DenialReason,
@@ -367,7 +367,7 @@ export class Device {
   }
 
   private async reply(relationId: string, call: JsonObject, response: JsonObject): Promise<void> {
-    const sealed = seal(response, { sender: this.keys, recipients: [Recipient.reply(b64decode(call["reply_key"]))], relationId,
+    const sealed = await sealAsync(response, { sender: this.keys, recipients: [Recipient.reply(b64decode(call["reply_key"]))], relationId,
       direction: USER_TO_AGENT, nowMs: this.clock() });
     try {
       await sendMessage(this.transport, relationId, "artifact_response", sealed as unknown as JsonObject);

@@ -13,7 +13,7 @@ import nacl from "tweetnacl";
 import { x25519 } from "@noble/curves/ed25519";
 import { randomBytes } from "@noble/hashes/utils";
 import { canonicalize, canonicalText, isJsonObject, type JsonObject } from "./canonical.js";
-import { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, x25519SharedAsync } from "./crypto.js";
+import { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, x25519PublicAsync, x25519SharedAsync } from "./crypto.js";
 import { b64decode, b64encode, concatBytes, fromUtf8, startsWith, utf8 } from "./encoding.js";
 import {
   BadSignature, CanonicalizationError, DecryptionFailed, MalformedEnvelope, UnknownSender, WrongContext,
@@ -120,6 +120,29 @@ export function sealCopy(artifact: JsonObject, options: {
   };
 }
 
+/** {@link seal} on the platform's X25519 and Ed25519 (WebCrypto) where it has them: the same
+ * envelope's shape and the same errors (the device's replies). */
+export async function sealAsync(artifact: JsonObject, options: SealOptions): Promise<Envelope> {
+  const { sender, recipients, relationId, direction, nowMs } = options;
+  if (!DIRECTIONS.includes(direction)) throw new RangeError(`unknown direction ${String(direction)}`);
+  if (recipients.length === 0 || recipients.length > MAX_COPIES) {
+    throw new RangeError(`an envelope has 1 to ${MAX_COPIES} recipients`);
+  }
+  const copies = await Promise.all(recipients.map(async (recipient): Promise<EnvelopeCopy> => {
+    const ephemeral = randomBytes(32);
+    const nonce = randomBytes(NONCE_BYTES);
+    const ephemeralPublic = b64encode(await x25519PublicAsync(ephemeral));
+    const signed = signedBytes({ v: VERSION, relation_id: String(relationId), direction, sender_key_id: sender.keyId,
+      recipient_key_id: recipient.keyId, ephemeral_public: ephemeralPublic, ts: Math.trunc(nowMs), artifact });
+    const signature = await sender.signAsync(signed);
+    const shared = await x25519SharedAsync(ephemeral, recipient.x25519);
+    if (shared === null) throw new RangeError("an X25519 key of small order is refused");
+    const ciphertext = nacl.secretbox(concatBytes(signature, signed), nonce, boxKey(shared)); // = crypto_box
+    return { recipient_key_id: recipient.keyId, ephemeral_public: ephemeralPublic, nonce: b64encode(nonce), ciphertext: b64encode(ciphertext) };
+  }));
+  return { v: VERSION, alg: ENVELOPE_ALG, sender_key_id: sender.keyId, copies };
+}
+
 /** The key id the envelope claims to be signed by (checked by {@link openCopy}). */
 export function senderKeyId(envelope: unknown): string {
   return checkShape(envelope).sender_key_id;
@@ -145,11 +168,7 @@ export async function openCopyAsync(envelope: unknown, options: OpenOptions): Pr
   const { ephemeral, nonce, ciphertext } = copyParts(copy);
   const shared = await x25519SharedAsync(options.recipientX25519, ephemeral); // null: small order
   if (shared === null) throw new MalformedEnvelope("a copy's key, nonce or ciphertext is malformed: an X25519 key of small order is refused");
-  // crypto_box_open is HSalsa20 of the X25519 secret, then crypto_secretbox_open (NaCl's box.before)
-  const key = new Uint8Array(32);
-  (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, inp: Uint8Array, k: Uint8Array, c: Uint8Array): void } })
-    .lowlevel.crypto_core_hsalsa20(key, new Uint8Array(16), shared, SIGMA);
-  const plaintext = nacl.secretbox.open(ciphertext, nonce, key);
+  const plaintext = nacl.secretbox.open(ciphertext, nonce, boxKey(shared)); // = crypto_box_open
   if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
   const [signature, signed] = split(plaintext);
   if (!(await verifyEd25519Async(signature, signed, sender.ed25519))) throw new BadSignature("the signature does not verify");
@@ -157,6 +176,14 @@ export async function openCopyAsync(envelope: unknown, options: OpenOptions): Pr
 }
 
 const SIGMA = utf8("expand 32-byte k"); // Salsa20's constant, as NaCl's crypto_box_beforenm uses it
+
+/** crypto_box's key: HSalsa20 of the X25519 secret (NaCl's crypto_box_beforenm, after the scalar multiplication). */
+function boxKey(shared: Uint8Array): Uint8Array {
+  const key = new Uint8Array(32);
+  (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, inp: Uint8Array, k: Uint8Array, c: Uint8Array): void } })
+    .lowlevel.crypto_core_hsalsa20(key, new Uint8Array(16), shared, SIGMA);
+  return key;
+}
 
 /** The copy for us and its trusted sender; throws MalformedEnvelope, WrongRecipient, UnknownSender. */
 function addressed(envelope: unknown, options: OpenOptions): { checked: Envelope; copy: EnvelopeCopy; sender: PublicKeys } {

@@ -8,7 +8,7 @@ import nacl from "tweetnacl";
 import { x25519 } from "@noble/curves/ed25519";
 import { largeOrderX25519Async, platformCrypto, usePlatformCrypto, verifyEd25519, verifyEd25519Async } from "./crypto.js";
 import { b64decode, b64encode, concatBytes, utf8 } from "./encoding.js";
-import { openCopy, openCopyAsync, signedBytes, type Envelope, type OpenOptions } from "./envelope.js";
+import { openCopy, openCopyAsync, Recipient, seal, sealAsync, signedBytes, type Envelope, type OpenOptions } from "./envelope.js";
 import { AGENT_TO_USER, USER_TO_AGENT } from "./wire.js";
 import { keyPairOf, loadVectors } from "./testing/vectors.js";
 
@@ -136,3 +136,33 @@ test("verifyEd25519Async answers as verifyEd25519; largeOrderX25519Async refuses
   assert.equal(await largeOrderX25519Async(Uint8Array.of(1, ...new Uint8Array(31))), false);
   assert.equal(await largeOrderX25519Async(new Uint8Array(31)), false);
 });
+
+for (const platform of [true, false]) {
+  test(`sealAsync makes what openCopy opens, signs as sign, and refuses as seal (${platform ? "WebCrypto" : "noble alone"})`, async () => {
+    usePlatformCrypto(platform);
+    try {
+      const data = utf8("the same bytes");
+      assert.deepEqual(await laptop.signAsync(data), laptop.sign(data));
+      const answer = { subtype: "tool_response", call_id: "call_1", status: "ok", result: { text: "é/🙂" } };
+      const sealed = await sealAsync(answer, { sender: laptop, recipients: [Recipient.of(agent.public), Recipient.of(phone.public)],
+        relationId: RELATION, direction: USER_TO_AGENT, nowMs: 1_795_481_450_000 });
+      for (const to of [agent, phone]) {
+        const opened = openCopy(sealed, { recipientKeyId: to.keyId, recipientX25519: to.boxKey,
+          senders: new Map([[laptop.keyId, laptop.public]]), relationId: RELATION, direction: USER_TO_AGENT });
+        assert.deepEqual(opened.artifact, answer);
+        assert.equal(opened.signedAtMs, 1_795_481_450_000);
+      }
+      const options = { sender: agent, relationId: RELATION, direction: AGENT_TO_USER, nowMs: 1 } as const;
+      for (const [artifact, recipients, refused] of [
+        [{}, [new Recipient(laptop.keyId, new Uint8Array(32))], /small order/],
+        [{}, [], /1 to 32 recipients/],
+        [{ n: 2 ** 60 }, [Recipient.of(laptop.public)], /2\^53/],
+      ] as const) {
+        await assert.rejects(sealAsync(artifact, { ...options, recipients }), refused);
+        assert.throws(() => seal(artifact, { ...options, recipients }), refused);
+      }
+    } finally {
+      usePlatformCrypto(true);
+    }
+  });
+}

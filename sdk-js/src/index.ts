@@ -9,7 +9,7 @@ export { canonicalize, canonicalHash, canonicalText, sha256Hex, type Json, type 
 export * from "./wire.js";
 export { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
 export {
-  MAX_COPIES, openCopy, openCopyAsync, Recipient, seal, sealCopy, senderKeyId, signedBytes, type Envelope, type EnvelopeCopy,
+  MAX_COPIES, openCopy, openCopyAsync, Recipient, seal, sealAsync, sealCopy, senderKeyId, signedBytes, type Envelope, type EnvelopeCopy,
   type OpenedCopy, type OpenOptions, type SealOptions,
 } from "./envelope.js";
 export {
