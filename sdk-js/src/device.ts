@@ -19,7 +19,7 @@ import { AuditLog } from "./audit.js";
 import { canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
-import { largeOrderX25519Async, type KeyPair } from "./crypto.js";
+import { largeOrderX25519Async, platformCrypto, type KeyPair } from "./crypto.js";
 import { b64decode } from "./encoding.js";
 import { openCopyAsync, Recipient, sealAsync, type OpenedCopy } from "./envelope.js";
 import {
@@ -174,6 +174,7 @@ export class Device {
     this.ready ??= (async () => {
       this.keys = await this.state.keyPair();
       this.state.loadCalls().catch(() => undefined); // the replay record, read before the first call needs it
+      void platformCrypto(); // which primitives the platform has (checked once), before the first call asks
       this.keydir = new KeyDirectory(this.transport, new KeyPins(this.state), AGENT, this.keys.public, this.clock);
       this.views = new RelationViews(this.keydir, this.clock);
     })();
