@@ -1,13 +1,17 @@
 // The Node half of bench/sdk_js_envelopes.py: @hashee/sdk (sdk-js/dist, built) opens and
 // verifies docs/wire-vectors.json's tool_call envelope on bob's laptop, BATCH times per
 // sample; and the floor: the two primitives alone (tweetnacl's crypto_box_open and noble's
-// Ed25519 verify, the libraries the SDK uses) on a message of the same size. Prints
-// {"samples": [seconds per batch…], "floor": […], "loadavg": [1, 5, 15 min]} as JSON.
+// Ed25519 verify, the libraries the SDK uses) on a message of the same size; then the same on
+// the platform's primitives: openCopyAsync (the device's path: WebCrypto's X25519 and Ed25519,
+// tweetnacl's HSalsa20 + secretbox) and its floor (those primitives alone, the imported sender
+// key cached as the SDK caches it). Prints {"samples": [seconds per batch…], "floor": […],
+// "async": […], "async_floor": […], "native": {ed25519, x25519}, "loadavg": [1, 5, 15 min]} as JSON.
 //   node bench/sdk_js_envelopes.mjs BATCH SAMPLES
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { createRequire } from "node:module";
-import { KeyPair, openCopy } from "../sdk-js/dist/index.node.js";
+import { KeyPair, openCopy, openCopyAsync } from "../sdk-js/dist/index.node.js";
+import { platformCrypto } from "../sdk-js/dist/crypto.js";
 
 const sdk = createRequire(new URL("../sdk-js/package.json", import.meta.url));
 const nacl = sdk("tweetnacl");
@@ -38,14 +42,33 @@ const floor = () => {
   }
 };
 
-function timed(fn) {
-  for (let i = 0; i < batch; i++) fn(); // warm-up: the JIT
+const onceAsync = async () => {
+  if ((await openCopyAsync(envelope, options)).artifact.call_id !== vectors.tool_call.artifact.call_id) throw new Error("opened another call");
+};
+const subtle = globalThis.crypto.subtle;
+const pkcs8 = Uint8Array.of(0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20, ...b.secretKey);
+const mine = await subtle.importKey("pkcs8", pkcs8, { name: "X25519" }, false, ["deriveBits"]);
+const verifier = await subtle.importKey("raw", signer, { name: "Ed25519" }, false, ["verify"]);
+const sigma = new TextEncoder().encode("expand 32-byte k");
+const floorAsync = async () => {
+  const theirs = await subtle.importKey("raw", a.publicKey, { name: "X25519" }, false, []);
+  const shared = new Uint8Array(await subtle.deriveBits({ name: "X25519", public: theirs }, mine, 256));
+  const key = new Uint8Array(32);
+  nacl.lowlevel.crypto_core_hsalsa20(key, new Uint8Array(16), shared, sigma);
+  if (nacl.secretbox.open(boxed, nonce, key) === null || !(await subtle.verify({ name: "Ed25519" }, verifier, signature, message.subarray(64)))) {
+    throw new Error("the floor failed");
+  }
+};
+
+async function timed(fn) {
+  for (let i = 0; i < batch; i++) await fn(); // warm-up: the JIT
   const out = [];
   for (let s = 0; s < samples; s++) {
     const start = process.hrtime.bigint();
-    for (let i = 0; i < batch; i++) fn();
+    for (let i = 0; i < batch; i++) await fn();
     out.push(Number(process.hrtime.bigint() - start) / 1e9);
   }
   return out;
 }
-process.stdout.write(JSON.stringify({ samples: timed(once), floor: timed(floor), loadavg: loadavg() }));
+process.stdout.write(JSON.stringify({ samples: await timed(once), floor: await timed(floor), async: await timed(onceAsync),
+  async_floor: await timed(floorAsync), native: await platformCrypto(), loadavg: loadavg() }));

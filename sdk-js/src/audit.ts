@@ -68,6 +68,9 @@ export class AuditLog {
   }
 
   async entries(): Promise<AuditEntry[]> {
+    if (this.store.entries) { // one read (IndexedDB: one transaction), not one per entry: the page lists them after every call
+      return (await this.store.entries(PREFIX)).map(([, entry]) => entry as unknown as AuditEntry);
+    }
     const entries: AuditEntry[] = [];
     for (const key of await this.store.keys(PREFIX)) {
       const entry = await this.store.get(key);

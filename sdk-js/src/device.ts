@@ -19,9 +19,9 @@ import { AuditLog } from "./audit.js";
 import { canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
-import type { KeyPair, PublicKeys } from "./crypto.js";
+import { largeOrderX25519Async, platformCrypto, type KeyPair, type PublicKeys } from "./crypto.js";
 import { b64decode } from "./encoding.js";
-import { openCopy, Recipient, seal, type OpenedCopy } from "./envelope.js";
+import { openCopy, openCopyAsync, Recipient, sealAsync, type OpenedCopy } from "./envelope.js";
 import {
   AgentChanged, ApiError, EnvelopeError, IdentityChanged, ManifestUnverified, PlatformRefused, UnknownSender, WrongRecipient,
   type DenialReason,
@@ -86,9 +86,12 @@ export interface DeviceOptions {
   readonly webSocket?: WebSocketConstructor | null;
 }
 
-/** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is. */
-export function callRefusal(call: JsonObject, signedAtMs: number, nowMs: number): "call_malformed" | "call_expired" | null {
-  if (!wellFormed(call)) return "call_malformed";
+/** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is.
+ * `replyKeyUsable`: whether its reply key is an X25519 key of large order (checked here when
+ * not given; the device checks it on the platform's X25519 first, see {@link replyKeyUsable}). */
+export function callRefusal(call: JsonObject, signedAtMs: number, nowMs: number,
+  replyKeyUsable: boolean = replyKeyUsableSync(call)): "call_malformed" | "call_expired" | null {
+  if (!wellFormed(call) || !replyKeyUsable) return "call_malformed";
   const expiresAt = call["expires_at"] as number;
   if (nowMs > expiresAt || signedAtMs > nowMs + MAX_FUTURE_SKEW_MS) return "call_expired";
   if (expiresAt > signedAtMs + (call["timeout_ms"] as number) + EXPIRY_SLACK_MS) return "call_expired";
@@ -100,13 +103,36 @@ function wellFormed(call: JsonObject): boolean {
   if (call["subtype"] !== "tool_call" || typeof callId !== "string" || callId.length === 0 || callId.length > 128) return false;
   if (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) <= 0 || (timeoutMs as number) > MAX_TIMEOUT_MS) return false;
   if (!Number.isSafeInteger(call["expires_at"]) || !Number.isSafeInteger(call["manifest_version"])) return false;
-  if (typeof call["manifest_hash"] !== "string" || !isJsonObject(call["arguments"])) return false;
+  return typeof call["manifest_hash"] === "string" && isJsonObject(call["arguments"]);
+}
+
+function replyKeyUsableSync(call: JsonObject): boolean {
   try {
     checkedX25519(publicKeyBytes(call["reply_key"]));
+    return true;
   } catch {
     return false;
   }
-  return true;
+}
+
+/** Whether a call's reply key is an X25519 key of large order, on the platform's X25519 where
+ * it has one (noble's takes a millisecond: a tenth of the budget before the prompt). */
+export async function replyKeyUsable(call: JsonObject): Promise<boolean> {
+  let raw: Uint8Array;
+  try {
+    raw = publicKeyBytes(call["reply_key"]);
+  } catch {
+    return false;
+  }
+  return largeOrderX25519Async(raw);
+}
+
+/** The replay record found the call recorded already (by another process) once the write settled. */
+class CallReplayed extends Error {}
+
+/** Wait for the replay record to be durable; throws CallReplayed when the store had the call already. */
+async function recorded(durable: Promise<string | null>): Promise<void> {
+  if ((await durable) !== null) throw new CallReplayed();
 }
 
 const DENY_UNVERIFIED: Decision = { outcome: "denied", reason: "manifest_unverified" };
@@ -148,6 +174,8 @@ export class Device {
   init(): Promise<void> {
     this.ready ??= (async () => {
       this.keys = await this.state.keyPair();
+      this.state.loadCalls().catch(() => undefined); // the replay record, read before the first call needs it
+      void platformCrypto(); // which primitives the platform has (checked once), before the first call asks
       this.keydir = new KeyDirectory(this.transport, new KeyPins(this.state), AGENT, this.keys.public, this.clock);
       this.views = new RelationViews(this.keydir, this.clock);
     })();
@@ -273,23 +301,38 @@ export class Device {
     if (message?.msg_subtype !== "artifact_tool_call" || message?.sender !== "agent") return null;
     const messageId = String(message.message_id ?? "");
     if (messageId && this.delivered.has(messageId)) return null; // delivered twice (socket and poll)
-    if (messageId) this.delivered.add(messageId);
     const opened = await this.open(relationId, message); // 1. the envelope
-    if (opened === null) return null;
+    // Remembered only once its call is taken (opened, fresh, not a replay): a copy under the
+    // same id that is not (a server's lie, a damaged frame, an older call's envelope) must not
+    // make the true call that follows look delivered.
+    if (opened === null || (messageId && this.delivered.has(messageId))) return null;
     const call = opened.artifact;
+    const replyKeyOk = await replyKeyUsable(call);
     const nowMs = this.clock();
-    const refusal = callRefusal(call, opened.signedAtMs, nowMs) // 2. expiry
-      ?? ((await this.state.rememberCall({ relationId, callId: String(call["call_id"]), messageId, // 3. replay record
-        expiresAtMs: call["expires_at"] as number, nowMs })) === null ? null : "call_replayed");
-    if (refusal !== null) {
-      await this.refuse(relationId, message, refusal, call);
+    let refusal: string | null = callRefusal(call, opened.signedAtMs, nowMs, replyKeyOk); // 2. expiry
+    // 3. the replay record: decided now, in memory (a replay arriving meanwhile is refused);
+    // its durable write goes on beside the chain and the prompt, and nothing runs or is
+    // answered before it is done (answer() waits for it).
+    const claim = refusal === null ? await this.state.claimCall({ relationId, callId: String(call["call_id"]), messageId,
+      expiresAtMs: call["expires_at"] as number, nowMs }) : null;
+    if (claim?.replayOf != null) refusal = "call_replayed";
+    if (refusal !== null || claim === null) {
+      await this.refuse(relationId, message, refusal ?? "call_malformed", call);
       return null;
     }
-    let view = await this.relation(relationId);
-    if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since
-    const response = await this.answer(view, call, call["expires_at"] as number);
-    await this.reply(relationId, call, response);
-    return response;
+    if (messageId) this.delivered.add(messageId);
+    try {
+      let view = await this.relation(relationId);
+      if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since
+      const response = await this.answer(view, call, call["expires_at"] as number, claim.durable);
+      await this.reply(relationId, call, response);
+      return response;
+    } catch (error) {
+      if (!(error instanceof CallReplayed)) throw error;
+      await claim.durable.catch(() => undefined);
+      await this.refuse(relationId, message, "call_replayed", call);
+      return null;
+    }
   }
 
   private async open(relationId: string, message: any): Promise<OpenedCopy | null> {
@@ -300,7 +343,7 @@ export class Device {
         const keys = await this.keydir.relation(relationId, refresh);
         agentId = keys.agentId;
         try {
-          return openCopy(message.payload, { recipientKeyId: this.keys.keyId, recipientX25519: this.keys.boxKey,
+          return await openCopyAsync(message.payload, { recipientKeyId: this.keys.keyId, recipientX25519: this.keys.boxKey,
             senders: agentKeysById(keys), relationId, direction: AGENT_TO_USER });
         } catch (error) {
           if (!(error instanceof UnknownSender) || refresh) throw error;
@@ -358,7 +401,7 @@ export class Device {
   }
 
   private async reply(relationId: string, call: JsonObject, response: JsonObject): Promise<void> {
-    const sealed = seal(response, { sender: this.keys, recipients: [Recipient.reply(b64decode(call["reply_key"]))], relationId,
+    const sealed = await sealAsync(response, { sender: this.keys, recipients: [Recipient.reply(b64decode(call["reply_key"]))], relationId,
       direction: USER_TO_AGENT, nowMs: this.clock() });
     try {
       await sendMessage(this.transport, relationId, "artifact_response", sealed as unknown as JsonObject);
@@ -368,11 +411,14 @@ export class Device {
     }
   }
 
-  /** Steps 4–7 for a verified call: the tool_response to send (audited). */
-  async answer(view: RelationView, call: JsonObject, deadlineMs: number | null = null): Promise<JsonObject> {
+  /** Steps 4–7 for a verified call: the tool_response to send (audited). `durable`: the replay
+   * record's write ({@link LocalState.claimCall}); no tool runs and nothing is audited as
+   * answered before it settles (CallReplayed when the store had the call already). */
+  async answer(view: RelationView, call: JsonObject, deadlineMs: number | null = null,
+    durable: Promise<string | null> = Promise.resolve(null)): Promise<JsonObject> {
     const subject: PolicySubject = { deviceId: this.deviceId, sessionId: this.sessionId, agentId: view.agentId };
     const decision = viewNames(view, call) ? this.decide(view, call, subject) : DENY_UNVERIFIED;
-    const response = await this.respond(view, call, decision, subject, deadlineMs);
+    const response = await this.respond(view, call, decision, subject, deadlineMs, durable);
     const tool = typeof call["tool_name"] === "string" ? view.manifest.tools.get(call["tool_name"]) : undefined;
     const claimed = typeof call["permission_scope"] === "string" ? call["permission_scope"] : "";
     await this.audit.record({ call_id: String(call["call_id"]), agent_id: view.agentId, tool_name: String(call["tool_name"]).slice(0, 64),
@@ -388,10 +434,12 @@ export class Device {
   }
 
   private async respond(view: RelationView, call: JsonObject, decision: Decision, subject: PolicySubject,
-    deadlineMs: number | null): Promise<JsonObject> {
+    deadlineMs: number | null, durable: Promise<string | null>): Promise<JsonObject> {
     const callId = String(call["call_id"]);
-    if (decision.outcome === "prompt") {
-      const verdict = await this.consent(view, call, decision.tool, subject, deadlineMs);
+    if (decision.outcome !== "prompt") await recorded(durable);
+    else {
+      const verdict = await this.consent(view, call, decision.tool, subject, deadlineMs); // shown while the record is written
+      await recorded(durable);
       if (verdict !== "approved") return responseDenied(callId, verdict);
       if (view.unconfirmed.has(decision.tool.scope)) { // confirmed on this device: asked once
         await this.state.confirmGrants(view.relationId, [decision.tool.scope]);

@@ -13,8 +13,8 @@ import nacl from "tweetnacl";
 import { x25519 } from "@noble/curves/ed25519";
 import { randomBytes } from "@noble/hashes/utils";
 import { canonicalize, canonicalText, isJsonObject, type JsonObject } from "./canonical.js";
-import { KeyPair, PublicKeys, verifyEd25519 } from "./crypto.js";
-import { b64decode, b64encode, concatBytes, fromUtf8, startsWith } from "./encoding.js";
+import { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, x25519PublicAsync, x25519SharedAsync } from "./crypto.js";
+import { b64decode, b64encode, concatBytes, fromUtf8, startsWith, utf8 } from "./encoding.js";
 import {
   BadSignature, CanonicalizationError, DecryptionFailed, MalformedEnvelope, UnknownSender, WrongContext,
   WrongRecipient,
@@ -120,6 +120,29 @@ export function sealCopy(artifact: JsonObject, options: {
   };
 }
 
+/** {@link seal} on the platform's X25519 and Ed25519 (WebCrypto) where it has them: the same
+ * envelope's shape and the same errors (the device's replies). */
+export async function sealAsync(artifact: JsonObject, options: SealOptions): Promise<Envelope> {
+  const { sender, recipients, relationId, direction, nowMs } = options;
+  if (!DIRECTIONS.includes(direction)) throw new RangeError(`unknown direction ${String(direction)}`);
+  if (recipients.length === 0 || recipients.length > MAX_COPIES) {
+    throw new RangeError(`an envelope has 1 to ${MAX_COPIES} recipients`);
+  }
+  const copies = await Promise.all(recipients.map(async (recipient): Promise<EnvelopeCopy> => {
+    const ephemeral = randomBytes(32);
+    const nonce = randomBytes(NONCE_BYTES);
+    const ephemeralPublic = b64encode(await x25519PublicAsync(ephemeral));
+    const signed = signedBytes({ v: VERSION, relation_id: String(relationId), direction, sender_key_id: sender.keyId,
+      recipient_key_id: recipient.keyId, ephemeral_public: ephemeralPublic, ts: Math.trunc(nowMs), artifact });
+    const signature = await sender.signAsync(signed);
+    const shared = await x25519SharedAsync(ephemeral, recipient.x25519);
+    if (shared === null) throw new RangeError("an X25519 key of small order is refused");
+    const ciphertext = nacl.secretbox(concatBytes(signature, signed), nonce, boxKey(shared)); // = crypto_box
+    return { recipient_key_id: recipient.keyId, ephemeral_public: ephemeralPublic, nonce: b64encode(nonce), ciphertext: b64encode(ciphertext) };
+  }));
+  return { v: VERSION, alg: ENVELOPE_ALG, sender_key_id: sender.keyId, copies };
+}
+
 /** The key id the envelope claims to be signed by (checked by {@link openCopy}). */
 export function senderKeyId(envelope: unknown): string {
   return checkShape(envelope).sender_key_id;
@@ -128,18 +151,57 @@ export function senderKeyId(envelope: unknown): string {
 /** Decrypt and verify the copy addressed to `recipientKeyId`, signed by one of `senders`.
  * Throws an EnvelopeError. */
 export function openCopy(envelope: unknown, options: OpenOptions): OpenedCopy {
+  const { checked, copy, sender } = addressed(envelope, options);
+  const { ephemeral, nonce, ciphertext } = copyParts(copy);
+  checkEphemeral(ephemeral);
+  const plaintext = nacl.box.open(ciphertext, nonce, ephemeral, options.recipientX25519);
+  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  const [signature, signed] = split(plaintext);
+  if (!verifyEd25519(signature, signed, sender.ed25519)) throw new BadSignature("the signature does not verify");
+  return verified(checked, copy, signed, options);
+}
+
+/** {@link openCopy} on the platform's own X25519 and Ed25519 (WebCrypto) where it has them: the
+ * same checks in the same order, the same errors, several times faster (the device's path). */
+export async function openCopyAsync(envelope: unknown, options: OpenOptions): Promise<OpenedCopy> {
+  const { checked, copy, sender } = addressed(envelope, options);
+  const { ephemeral, nonce, ciphertext } = copyParts(copy);
+  const shared = await x25519SharedAsync(options.recipientX25519, ephemeral); // null: small order
+  if (shared === null) throw new MalformedEnvelope("a copy's key, nonce or ciphertext is malformed: an X25519 key of small order is refused");
+  const plaintext = nacl.secretbox.open(ciphertext, nonce, boxKey(shared)); // = crypto_box_open
+  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  const [signature, signed] = split(plaintext);
+  if (!(await verifyEd25519Async(signature, signed, sender.ed25519))) throw new BadSignature("the signature does not verify");
+  return verified(checked, copy, signed, options);
+}
+
+const SIGMA = utf8("expand 32-byte k"); // Salsa20's constant, as NaCl's crypto_box_beforenm uses it
+
+/** crypto_box's key: HSalsa20 of the X25519 secret (NaCl's crypto_box_beforenm, after the scalar multiplication). */
+function boxKey(shared: Uint8Array): Uint8Array {
+  const key = new Uint8Array(32);
+  (nacl as unknown as { lowlevel: { crypto_core_hsalsa20(out: Uint8Array, inp: Uint8Array, k: Uint8Array, c: Uint8Array): void } })
+    .lowlevel.crypto_core_hsalsa20(key, new Uint8Array(16), shared, SIGMA);
+  return key;
+}
+
+/** The copy for us and its trusted sender; throws MalformedEnvelope, WrongRecipient, UnknownSender. */
+function addressed(envelope: unknown, options: OpenOptions): { checked: Envelope; copy: EnvelopeCopy; sender: PublicKeys } {
   const checked = checkShape(envelope);
   const copy = checked.copies.find((c) => c.recipient_key_id === options.recipientKeyId);
   if (copy === undefined) throw new WrongRecipient("no copy of this envelope is addressed to this key");
   const sender = options.senders.get(checked.sender_key_id);
   if (sender === undefined) throw new UnknownSender("the sender key is not a trusted key of the other party");
-  const { ephemeral, nonce, ciphertext } = copyParts(copy);
-  const plaintext = nacl.box.open(ciphertext, nonce, ephemeral, options.recipientX25519);
-  if (plaintext === null) throw new DecryptionFailed("the ciphertext does not decrypt");
+  return { checked, copy, sender };
+}
+
+function split(plaintext: Uint8Array): [Uint8Array, Uint8Array] {
   if (plaintext.length <= SIGNATURE_BYTES) throw new DecryptionFailed("the plaintext is too short");
-  const signature = plaintext.subarray(0, SIGNATURE_BYTES);
-  const signed = plaintext.subarray(SIGNATURE_BYTES);
-  if (!verifyEd25519(signature, signed, sender.ed25519)) throw new BadSignature("the signature does not verify");
+  return [plaintext.subarray(0, SIGNATURE_BYTES), plaintext.subarray(SIGNATURE_BYTES)];
+}
+
+/** The signed body, canonical and signed for this relation, direction and pair of keys. */
+function verified(checked: Envelope, copy: EnvelopeCopy, signed: Uint8Array, options: OpenOptions): OpenedCopy {
   const body = canonicalBody(signed);
   const expected: Record<string, unknown> = {
     v: VERSION, relation_id: String(options.relationId), direction: options.direction,
@@ -177,16 +239,20 @@ function checkShape(envelope: unknown): Envelope {
 function copyParts(copy: EnvelopeCopy): { ephemeral: Uint8Array; nonce: Uint8Array; ciphertext: Uint8Array } {
   let parts;
   try {
-    parts = {
-      ephemeral: checkedX25519(publicKeyBytes(copy.ephemeral_public)),
-      nonce: b64decode(copy.nonce),
-      ciphertext: b64decode(copy.ciphertext),
-    };
+    parts = { ephemeral: publicKeyBytes(copy.ephemeral_public), nonce: b64decode(copy.nonce), ciphertext: b64decode(copy.ciphertext) };
   } catch (error) {
     throw new MalformedEnvelope(`a copy's key, nonce or ciphertext is malformed: ${(error as Error).message}`);
   }
   if (parts.nonce.length !== NONCE_BYTES) throw new MalformedEnvelope("bad nonce length");
   return parts;
+}
+
+function checkEphemeral(ephemeral: Uint8Array): void {
+  try {
+    checkedX25519(ephemeral);
+  } catch (error) {
+    throw new MalformedEnvelope(`a copy's key, nonce or ciphertext is malformed: ${(error as Error).message}`);
+  }
 }
 
 function canonicalBody(signed: Uint8Array): Record<string, unknown> {

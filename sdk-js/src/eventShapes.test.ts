@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import type { ToolAnswer } from "./agent.js";
 import { canonicalHash, type JsonObject } from "./canonical.js";
 import { KeyPair } from "./crypto.js";
-import { ApiError, ConsentUnverified, DENIAL_REASONS, NoRecipientKey, REFUSAL_REASONS, TOOL_ERROR_CODES, ToolCallTimeout } from "./errors.js";
+import { ApiError, ConsentUnverified, DENIAL_REASONS, NoRecipientKey, REFUSAL_REASONS, TOOL_ERROR_CODES } from "./errors.js";
 import type { EventFrame } from "./rest.js";
 import { AGENT_ID, ALL_SCOPES, listed, manifest, RELATION_ID, widenedPath } from "./testing/fakeServer.js";
 import { relationSays, settleRelation } from "./testing/lying.js";
@@ -313,7 +313,11 @@ const CASES: Record<string, EventCase> = {
       if (response !== null) wrong.push(`the device answered mallory's call: ${json(response)}`);
       if (scene.ran.length > ranBefore) wrong.push(`the device ran ${json(scene.ran.slice(ranBefore))}`);
       const told = (await scene.refusals()).slice(toldBefore);
-      if (json(told) !== json(["untrusted_sender"])) wrong.push(`the device's audit says ${json(told)}`);
+      // Refused before any prompt: a key the directory lists for this agent (no identity) as an
+      // unpinned runtime's (told so, with a denial only its reply key reads), any other as untrusted.
+      if (!["untrusted_sender", "runtime_key_unpinned"].some((reason) => json(told) === json([reason]))) {
+        wrong.push(`the device's audit says ${json(told)}`);
+      }
       return wrong;
     },
   },
@@ -390,9 +394,9 @@ const CASES: Record<string, EventCase> = {
       else await scene.agent.stop(); // nothing will answer: the call ends now, as its timeout would end it
       const outcome = await staged.answer!;
       const ran = scene.ran.slice(ranBefore);
-      if (ran.length === 0) { // the lie lost the call (as a server that never delivers it): the agent's caller is told
+      if (ran.length === 0) { // a lie that hides the true call that follows it wins over the truth
         dropped.push(lie);
-        if (!("e" in outcome) || !(outcome.e instanceof ToolCallTimeout)) wrong.push(`the agent's caller got ${json(outcome)}`);
+        wrong.push(`the honest call never ran (the agent's caller got ${"e" in outcome ? (outcome.e as Error).name : json(outcome)})`);
       } else {
         if (json(ran) !== json([["notify", { title: "run me once" }]])) wrong.push(`the device ran ${json(ran)}`);
         if (!("a" in outcome) || outcome.a.status !== "ok") wrong.push(`the agent's caller got ${"a" in outcome ? json(outcome.a) : (outcome.e as Error).name}`);
@@ -444,9 +448,9 @@ for (const [name, kase, staged, honestly] of staging) {
 
 test("the lies told cover every event both sides read", () => {
   assert.ok(told > 0);
-  // A lie outside the envelope, or in it, delivered before the honest frame, makes the device
-  // drop the honest one as delivered already (the message id is remembered before the envelope
-  // opens): the call is lost — never run, the agent's caller told ToolCallTimeout — as when a
-  // server withholds a message, which it always can. Counted, so that a change shows.
-  console.log(`# event lies told: ${told}; calls lost: ${dropped.length} (${dropped.sort().join("; ")})`);
+  // A copy of a call that does not open, delivered before the true one under its message id,
+  // must not make the device take the true one for delivered already (the id is remembered
+  // only once a copy opened): no lie loses the call.
+  console.log(`# event lies told: ${told}`);
+  assert.deepEqual(dropped, []);
 });

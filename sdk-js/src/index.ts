@@ -7,9 +7,9 @@ export * from "./errors.js";
 export { b64decode, b64encode, b64url, b64urlDecode } from "./encoding.js";
 export { canonicalize, canonicalHash, canonicalText, sha256Hex, type Json, type JsonObject } from "./canonical.js";
 export * from "./wire.js";
-export { KeyPair, PublicKeys, verifyEd25519, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
+export { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
 export {
-  MAX_COPIES, openCopy, Recipient, seal, sealCopy, senderKeyId, signedBytes, type Envelope, type EnvelopeCopy,
+  MAX_COPIES, openCopy, openCopyAsync, Recipient, seal, sealAsync, sealCopy, senderKeyId, signedBytes, type Envelope, type EnvelopeCopy,
   type OpenedCopy, type OpenOptions, type SealOptions,
 } from "./envelope.js";
 export {

@@ -22,14 +22,33 @@ export type Party = "agent" | "user";
 // relation's keys with a "/".
 const part = (text: string): string => encodeURIComponent(text);
 
-/** Expired replay records are swept at most this often: a sweep reads every record, one
- * IndexedDB transaction each, which on every call put tens of milliseconds before each prompt
- * (bench/browser_device_checks.py). A record kept longer than its call's life harms nothing. */
+/** Expired replay records are swept at most this often: a sweep reads every record kept. A
+ * record kept longer than its call's life harms nothing. */
 const SWEEP_EVERY_MS = 60_000;
+const CALLS = "calls/";
+
+interface SeenCall {
+  readonly message_id: string;
+  readonly expires_at_ms: number;
+}
+
+/** The replay record's two halves (see {@link LocalState.claimCall}). */
+export interface CallClaim {
+  /** The message id the call first came in, when this process has already seen it: refused. */
+  readonly replayOf: string | null;
+  /** Settles once the record is durable in the store: null, or the message id of an earlier
+   * record of the same call found there (another process's): a replay too. Rejects if the
+   * store failed. Nothing may be run or answered for the call before it settles to null. */
+  readonly durable: Promise<string | null>;
+}
 
 export class LocalState {
   private queue: Promise<unknown> = Promise.resolve();
+  /** The replay record's own queue: its writes wait for no other kind of step, and none waits for them. */
+  private callQueue: Promise<unknown> = Promise.resolve();
   private nextSweepMs = 0;
+  /** The replay record as this process knows it: loaded from the store once, then kept in step. */
+  private seenCalls: Promise<Map<string, SeenCall>> | undefined;
 
   constructor(readonly store: Store) {}
 
@@ -40,26 +59,79 @@ export class LocalState {
     return next;
   }
 
+  private serializedCalls<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.callQueue.then(work, work);
+    this.callQueue = next.catch(() => undefined);
+    return next;
+  }
+
   // --- replay record ----------------------------------------------------------------
 
   /** Record a call seen for the first time and return null; for a call already seen,
-   * record nothing and return the message id it first came in. Expired records are purged. */
-  rememberCall(call: { relationId: string; callId: string; messageId: string; expiresAtMs: number; nowMs: number }):
+   * record nothing and return the message id it first came in. Resolves once the record is
+   * durable. Expired records are purged. */
+  async rememberCall(call: { relationId: string; callId: string; messageId: string; expiresAtMs: number; nowMs: number }):
   Promise<string | null> {
-    return this.serialized(async () => {
-      if (call.nowMs >= this.nextSweepMs) {
-        for (const key of await this.store.keys("calls/")) {
-          const seen = (await this.store.get(key)) as { expires_at_ms?: number } | undefined;
-          if ((seen?.expires_at_ms ?? 0) < call.nowMs) await this.store.delete(key);
-        }
-        this.nextSweepMs = call.nowMs + SWEEP_EVERY_MS;
-      }
-      const key = `calls/${part(call.relationId)}/${part(call.callId)}`;
-      const seen = (await this.store.get(key)) as { message_id?: string; expires_at_ms?: number } | undefined;
-      if (seen !== undefined && (seen.expires_at_ms ?? 0) >= call.nowMs) return String(seen.message_id ?? "");
-      await this.store.set(key, { message_id: call.messageId, expires_at_ms: call.expiresAtMs });
+    const claim = await this.claimCall(call);
+    return claim.replayOf ?? (await claim.durable);
+  }
+
+  /** The replay record in two halves, so that the store's write (a durable IndexedDB
+   * transaction: milliseconds) need not stand before the prompt. `replayOf` is decided at
+   * once, in memory, atomically in this process: a replay arriving while the first call's
+   * record is still being written is refused. `durable` is the write (and a last look at the
+   * store, where another process may have recorded the call first): the device runs no tool
+   * and sends no answer before it settles to null. */
+  async claimCall(call: { relationId: string; callId: string; messageId: string; expiresAtMs: number; nowMs: number }):
+  Promise<CallClaim> {
+    const seen = await this.loadCalls();
+    const key = `${CALLS}${part(call.relationId)}/${part(call.callId)}`;
+    const known = seen.get(key);
+    if (known !== undefined && known.expires_at_ms >= call.nowMs) return { replayOf: known.message_id, durable: Promise.resolve(null) };
+    const record: SeenCall = { message_id: call.messageId, expires_at_ms: call.expiresAtMs };
+    seen.set(key, record);
+    const durable = this.serializedCalls(async () => {
+      const stored = (await this.store.get(key)) as Partial<SeenCall> | undefined;
+      if (stored !== undefined && (stored.expires_at_ms ?? 0) >= call.nowMs) return String(stored.message_id ?? "");
+      await this.store.set(key, { ...record });
       return null;
     });
+    durable.catch(() => undefined); // the caller awaits it; an early refusal may not
+    if (call.nowMs >= this.nextSweepMs) { // after this call's write: a record kept longer harms nothing
+      this.nextSweepMs = call.nowMs + SWEEP_EVERY_MS;
+      void this.sweepCalls(seen, call.nowMs).catch(() => undefined);
+    }
+    return { replayOf: null, durable };
+  }
+
+  /** Load the replay record from the store (once; a device may call this at start). */
+  loadCalls(): Promise<Map<string, SeenCall>> {
+    this.seenCalls ??= this.serializedCalls(async () => {
+      const seen = new Map<string, SeenCall>();
+      for (const [key, value] of await this.storedCalls()) {
+        seen.set(key, { message_id: String(value.message_id ?? ""), expires_at_ms: value.expires_at_ms ?? 0 });
+      }
+      return seen;
+    });
+    this.seenCalls.catch(() => (this.seenCalls = undefined)); // a store that failed is asked again next time
+    return this.seenCalls;
+  }
+
+  private sweepCalls(seen: Map<string, SeenCall>, nowMs: number): Promise<void> {
+    for (const [key, record] of seen) if (record.expires_at_ms < nowMs) seen.delete(key);
+    return this.serializedCalls(async () => {
+      for (const [key, stored] of await this.storedCalls()) if ((stored.expires_at_ms ?? 0) < nowMs) await this.store.delete(key);
+    });
+  }
+
+  private async storedCalls(): Promise<[string, Partial<SeenCall>][]> {
+    if (this.store.entries) return (await this.store.entries(CALLS)) as [string, Partial<SeenCall>][];
+    const found: [string, Partial<SeenCall>][] = [];
+    for (const key of await this.store.keys(CALLS)) {
+      const value = (await this.store.get(key)) as Partial<SeenCall> | undefined;
+      if (value !== undefined) found.push([key, value]);
+    }
+    return found;
   }
 
   // --- pinned keys ------------------------------------------------------------------

@@ -14,6 +14,9 @@ export interface Store {
   delete(key: string): Promise<void>;
   /** The keys that start with `prefix`, in string order. */
   keys(prefix: string): Promise<string[]>;
+  /** The keys that start with `prefix` and their values, in key order, read at once (optional:
+   * without it, `keys` then one `get` each). */
+  entries?(prefix: string): Promise<[string, Json][]>;
   close(): Promise<void>;
 }
 
@@ -32,6 +35,8 @@ export function memoryStore(): Store {
       data.delete(key);
     },
     keys: async (prefix) => [...data.keys()].filter((key) => key.startsWith(prefix)).sort(),
+    entries: async (prefix) => [...data].filter(([key]) => key.startsWith(prefix)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, text]) => [key, JSON.parse(text) as Json]),
     close: async () => {},
   };
 }
@@ -65,6 +70,15 @@ export function indexedDbStore(name: string, factory: IDBFactory = globalThis.in
     },
     keys: async (prefix) => (await run("readonly", (s) => s.getAllKeys(IDBKeyRange.bound(prefix, `${prefix}\uffff`))))
       .map(String).sort(),
+    entries: async (prefix) => { // one transaction: keys and values of one range, in the same (key) order
+      const range = IDBKeyRange.bound(prefix, `${prefix}\uffff`);
+      let keys: IDBRequest<IDBValidKey[]> | undefined;
+      const values = await run("readonly", (s) => {
+        keys = s.getAllKeys(range);
+        return s.getAll(range);
+      });
+      return keys!.result.map((key, i): [string, Json] => [String(key), values[i] as Json]);
+    },
     close: async () => (await opened).close(),
   };
 }

@@ -401,17 +401,18 @@ class UserClient(FrameConsumer):
         if message_id and message_id in self._delivered:
             return None  # delivered twice (socket and poll): already handled here
         opened = await self._open(relation_id, message)
-        # Remembered only once it opened: a copy under the same id that does not (a server's
-        # lie, a damaged frame) must not make the true call that follows look delivered.
+        # Remembered only once its call is taken (opened, fresh, not a replay): a copy under the
+        # same id that is not (a server's lie, a damaged frame, an older call's envelope) must
+        # not make the true call that follows look delivered.
         if opened is None or (message_id and message_id in self._delivered):
             return None
-        self._remember_delivery(message_id)
         call = opened.artifact
         refusal = (call_refusal(call, signed_at_ms=opened.signed_at_ms, now_ms=int(self.clock() * 1000))
                    or self._replayed(relation_id, message_id, call))
         if refusal is not None:
             self._refuse(relation_id, message, refusal, call=call)
             return None
+        self._remember_delivery(message_id)
         self._in_flight[relation_id] = self._in_flight.get(relation_id, 0) + 1
         try:
             response = await self._answer_verified(relation_id, call)

@@ -24,6 +24,7 @@ class DevicePage {
   private runtime: DeviceRuntime | null = null;
   private starting: Promise<void> | null = null;
   private rendering: Promise<void> = Promise.resolve();
+  private served: readonly ServedAgent[] | null = null; // the agents as last verified and shown
   private current: Enrolment = { state: "none" };
   private refreshing: Promise<void> | null = null;
   private poll: ReturnType<typeof setInterval> | undefined;
@@ -100,7 +101,7 @@ class DevicePage {
     this.starting ??= (async () => {
       const tools = browserTools(filePicker(one<HTMLDialogElement>(this.root, "[data-file-picker]")));
       this.runtime = await startDevice({ store: this.store, deviceId, tools,
-        prompt: (request, timeoutMs) => this.prompt.ask(request, timeoutMs), changed: () => void this.renderServed() });
+        prompt: (request, timeoutMs) => this.prompt.ask(request, timeoutMs), changed: (agents) => void this.renderServed(agents) });
       await this.renderServed();
     })().catch((error: unknown) => {
       this.starting = null;
@@ -109,11 +110,15 @@ class DevicePage {
     return this.starting;
   }
 
-  /** The agents and the activity, again: one render at a time, the last request always served. */
-  private renderServed(): Promise<void> {
+  /** The agents (unless only the activity changed) and the activity, again: one render at a
+   * time, the last request always served. */
+  private renderServed(agentsToo = true): Promise<void> {
     this.rendering = this.rendering.then(async () => {
-      const agents = this.runtime === null ? [] : await this.runtime.agents();
-      this.renderAgents(agents);
+      if (agentsToo || this.served === null) {
+        this.served = this.runtime === null ? [] : await this.runtime.agents();
+        this.renderAgents(this.served);
+      }
+      const agents = this.served;
       const names = new Map(agents.map((agent) => [agent.agentId, agent.agentName]));
       this.renderActivity((await new AuditLog(this.store).entries()).reverse(), names);
     }).catch((error: unknown) => this.fail(error));

@@ -59,8 +59,11 @@ export interface StartOptions {
   readonly deviceId: string;
   readonly tools: ToolHandlers;
   readonly prompt: (request: PromptRequest, timeoutMs: number) => Promise<PromptAnswer>;
-  /** the agents or the audit log changed: the page re-renders them */
-  readonly changed: () => void;
+  /** the audit log changed: the page re-renders it, and the agents too when `agents` (a call
+   * refused before any prompt: an identity or agent change shows there). An answered call
+   * changes no agent: verifying them again (four requests) after every answer would contend
+   * with the next call's checks. */
+  readonly changed: (agents: boolean) => void;
 }
 
 const VERIFIED = "browser/verified/";
@@ -97,7 +100,7 @@ export async function startDevice(options: StartOptions): Promise<DeviceRuntime>
   const record = device.audit.record.bind(device.audit); // every answer and refusal is audited: re-render then
   device.audit.record = async (entry) => {
     const saved = await record(entry);
-    options.changed();
+    options.changed(saved.status === "refused");
     return saved;
   };
   await device.start();
