@@ -109,6 +109,16 @@ PATTERNS: list[tuple[str, re.Pattern[str], Any]] = [
                                      r"(?P<char>U\+[0-9A-F]+ \([^)]*\)) at position (?P<at>\d+)"
                                      r"(?: \((?P<n>\d+) such characters in all\))?; remove it\."),
      _("An invisible character, %(char)s, hides at position %(at)s of this text: remove it.")),
+    ("AGENT_VERSION_NOT_BUMPED", _pattern(r"This change is breaking, but agent_version goes from (?P<old>\S+) to "
+                                          r"(?P<new>\S+) without raising the major version \(SemVer: breaking "
+                                          r"changes raise it\)\."),
+     _("This change is breaking, but agent_version goes from %(old)s to %(new)s without raising the major version "
+       "(SemVer: breaking changes raise it).")),
+    ("AGENT_VERSION_NOT_BUMPED", _pattern(r"This change is breaking, but agent_version goes from (?P<old>\S+) to "
+                                          r"(?P<new>\S+) without raising the minor version \(SemVer: breaking "
+                                          r"changes raise it\)\."),
+     _("This change is breaking, but agent_version goes from %(old)s to %(new)s without raising the minor version "
+       "(SemVer: breaking changes raise it).")),
     ("INPUT_SCHEMA_NOT_CLOSED", _pattern(r'input_schema must have "additionalProperties": false at its top level\.'),
      _('input_schema must have "additionalProperties": false at its top level.')),
 ]
