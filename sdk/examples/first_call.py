@@ -24,7 +24,7 @@ async def main(url: str, owner_key: str, user_key: str, username: str) -> None:
         async with Agent(url, agent_key, agent_id=agent_id, keystore=KeyStore(".hashee/agent"),
                          identity_key=identity) as agent:
             result = await agent.call_tool(relation["relation_id"], "read_note", {"title": "groceries"})
-            print(result.unwrap())
+            print(result.unwrap()["result"])  # a str answer, as MCP servers give it: {"result": …}
 
 if __name__ == "__main__":
     asyncio.run(main(*sys.argv[1:5]))
