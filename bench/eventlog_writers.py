@@ -154,7 +154,7 @@ def measure(url: str, *, seconds: float, rounds: int) -> dict[tuple[str, int], l
         for _ in orders:
             results.get(timeout=120)
         for _ in range(rounds):
-            for writers in WRITERS:
+            for writers in (1, 8, 2, 4):  # the two ends of the comparison first, close in time
                 for variant in VARIANTS:
                     start = time.time() + 0.2
                     for queue in orders[:writers]:
@@ -178,9 +178,17 @@ def report(figures: dict[tuple[str, int], list[tuple[float, str]]]) -> None:
         loads = ", ".join(sorted({ld for v in VARIANTS for _, ld in figures[(v, writers)]}))
         print(f"{writers:>7}  " + "  ".join(f"{rate(v, writers):>14.0f}" for v in VARIANTS)
               + f"  {rate('after', writers) / rate('before', writers):>11.2f}x  {loads}")
+    def per_round(numerator: tuple[str, int], denominator: tuple[str, int]) -> str:
+        """The median of each round's own ratio (a round's figures were taken within a
+        minute of each other: the disk's flush time drifts more than that between rounds)."""
+        ratios = [a / b for (a, _), (b, _) in zip(figures[numerator], figures[denominator], strict=True) if b]
+        return f"{statistics.median(ratios):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in ratios)})"
+
     for variant in VARIANTS:
-        print(f"{variant}: 8 writers / 1 writer = {rate(variant, 8) / rate(variant, 1):.2f}x"
-              f"   ({variant} / unlocked at 8 writers = {rate(variant, 8) / rate('unlocked', 8):.2f}x)")
+        print(f"{variant}: 8 writers / 1 writer = {rate(variant, 8) / rate(variant, 1):.2f}x of the medians, "
+              f"{per_round((variant, 8), (variant, 1))} by round")
+    print(f"after / before at 8 writers, by round: {per_round(('after', 8), ('before', 8))}")
+    print(f"after / unlocked at 8 writers, by round: {per_round(('after', 8), ('unlocked', 8))}")
     print("each figure: the median of the rounds; every round's figure with its load:")
     for (variant, writers), samples in sorted(figures.items(), key=lambda item: (item[0][1], item[0][0])):
         print(f"  {variant:<9} {writers} writers: " + ", ".join(f"{r:.0f} ({ld})" for r, ld in samples))

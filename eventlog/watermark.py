@@ -39,6 +39,9 @@ from hashee.errors import HasheeError
 
 # A process's first look waits this long, at most, for the event writers in flight.
 FIRST_SETTLE_WAIT_SECONDS = 10.0
+# Further than this many ids since its last look, a process settles as a first look does
+# (a short wait for the writers in flight) rather than read every id in between.
+SCAN_LIMIT = 10_000
 
 
 def contiguous_through(known: int, committed: Iterable[int]) -> int:
@@ -80,7 +83,8 @@ def completed_through() -> int:
     allocated = statements.allocated_through()
     with _lock:
         known = _positions.get(name)
-    if known is None or allocated < known.through:  # a first look (or a test database's sequence reset)
+    if known is None or not known.through <= allocated <= known.through + SCAN_LIMIT:
+        # a first look, one after a long while, or a test database whose sequence was reset
         return _keep(name, _Position(through=_first_settle(allocated)), replace=True)
     if allocated == known.through:
         return known.through

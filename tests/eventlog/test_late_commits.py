@@ -263,6 +263,20 @@ def test_a_rolled_back_event_holds_no_reader_back(bob: User) -> None:
 
 
 @pytest.mark.postgres
+def test_a_reader_far_behind_waits_for_the_writers_in_flight_instead_of_reading_every_id(
+        bob: User, monkeypatch: pytest.MonkeyPatch) -> None:
+    watermark.completed_through()  # this process knows a position
+    monkeypatch.setattr(watermark, "SCAN_LIMIT", 1)
+    with LateWriter(lambda: event_emit(type=WARNING, data={"n": 1}, user=bob)) as first:
+        second = event_emit(type=WARNING, data={"n": 2}, user=bob)
+        threading.Timer(0.3, first.release.set).start()
+        through = watermark.completed_through()  # returns once the first has committed
+
+    assert through >= second.id > first.event.id  # type: ignore[union-attr]
+    assert Event.objects.filter(id=first.event.id).exists()  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
 def test_an_audiences_events_and_the_windows_on_it_commit_in_id_order(agent: Agent, bob: User) -> None:
     """A relation created while an event to the agent's audience is in flight waits for it:
     the user's window on the audience starts after it, in id order as in commit order."""
