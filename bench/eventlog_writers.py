@@ -194,7 +194,7 @@ def report(figures: dict[tuple[str, int], list[tuple[float, str]]]) -> None:
         print(f"  {variant:<9} {writers} writers: " + ", ".join(f"{r:.0f} ({ld})" for r, ld in samples))
 
 
-PGBENCH_CLIENTS = (1, 4, 16)
+PGBENCH_CLIENTS = (1, 2, 4, 8, 16)
 # The event's statement as eventlog.statements writes it (the lock rewritten per variant),
 # one transaction each, as event_emit commits it.
 PGBENCH_SCRIPT = """BEGIN;
