@@ -262,6 +262,28 @@ def test_a_rolled_back_event_holds_no_reader_back(bob: User) -> None:
     assert seen == list(Event.objects.filter(user=bob).values_list("id", flat=True)) and len(seen) == 1
 
 
+def test_the_webhook_worker_delivers_an_event_that_commits_late(observed_agent: Agent, receiver: Any) -> None:
+    """The outbox has no cursor to pass: a delivery is a row of its event's transaction,
+    claimed by the worker once committed."""
+    from eventlog.webhooks import webhook_deliver_due
+
+    def updated(n: int) -> Event:
+        return event_emit(type="agent.manifest_updated", data={"n": n}, agent=observed_agent)
+
+    with LateWriter(lambda: updated(1)):
+        later = _in_a_thread(lambda: updated(2))
+        later.join(0.5 if connection.vendor == "postgresql" else 0.2)
+        delivered_before = webhook_deliver_due()  # on SQLite the later one is still waiting
+    later.join(30)
+    delivered_after = webhook_deliver_due()
+
+    sent = [json.loads(request.body)["data"]["n"] for request in receiver.requests]
+    if connection.vendor == "postgresql":  # the later one went first; the late one once committed
+        assert (delivered_before, delivered_after, sent) == (1, 1, [2, 1])
+    else:  # the later writer waited for the first
+        assert (delivered_before, delivered_after, sent) == (0, 2, [1, 2])
+
+
 @pytest.mark.postgres
 def test_a_reader_far_behind_waits_for_the_writers_in_flight_instead_of_reading_every_id(
         bob: User, monkeypatch: pytest.MonkeyPatch) -> None:
