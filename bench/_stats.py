@@ -25,10 +25,19 @@ def p95(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+def load() -> str:
+    """The machine's 1-minute load average, printed beside every figure: on shared cores
+    a figure means little without it."""
+    import os
+
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
 def row(label: str, samples: list[float], unit: str = "ms") -> str:
+    """One figure line: median and p95 of ``samples``, and the load as they were taken."""
     scale = {"ms": 1e3, "us": 1e6}[unit]
     return (f"{label:<44} median {statistics.median(samples) * scale:9.3f} {unit}"
-            f"   p95 {p95(samples) * scale:9.3f} {unit}   n={len(samples)}")
+            f"   p95 {p95(samples) * scale:9.3f} {unit}   n={len(samples)}   {load()}")
 
 
 async def alternate_round_trips(runtime: Any, relations: dict[str, str], *, warm_up: int, calls: int,

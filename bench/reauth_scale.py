@@ -521,6 +521,7 @@ async def socket_phase(world: World, *, sockets: int, concurrency: int, reconnec
         within = sum(1 for t in from_response if t <= 1.0)
         say(f"  within 1 s of the response: {within:,}/{len(live):,}; target p95 < 1 s: "
             f"{'met' if from_response and p95(from_response) < 1.0 and len(from_response) == len(live) else 'MISSED'}")
+        say(f"  measured at load {os.getloadavg()[0]:.2f} (1-minute average)")
         for worker in range(len(deployment.urls)):
             per = [f[0][0] - answered for c, f in zip(live, firsts, strict=True) if f and c.worker == worker]
             say(f"    sockets on worker {worker}: {ms(per)}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import random
 import statistics
 import sys
@@ -139,7 +140,7 @@ def bench_sdk(repeat: int) -> list[float]:
 
 def summary(name: str, medians: list[float]) -> None:
     print(f"{name:<22} worst {max(medians) * 1e3:9.1f} ms   median {statistics.median(medians) * 1e3:9.3f} ms"
-          f"   rows {len(medians)}")
+          f"   rows {len(medians)}   load {os.getloadavg()[0]:.2f}")
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import httpx  # noqa: E402
-from _stats import p95  # noqa: E402
+from _stats import load, p95  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 RELATIONS = 10
@@ -287,6 +287,7 @@ def main() -> None:
         f"{'capacity ratio (CPU per request / message)':<44} "
         f"{figures['ping_cpu']['total'] / figures['relay_cpu']['total']:9.2f}x  (the throughput ratio with a client "
         f"that cost nothing)",
+        f"measured at {load()}",
     ]
     print("\n".join(lines))
     results = ROOT / "bench" / "results"

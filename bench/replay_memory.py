@@ -159,6 +159,7 @@ def main() -> None:
         f"  (target < 50 MB)",
         f"{'worker RSS after closing them':<44} {after:9.1f} MB  ({after - before:+.1f} MB from before)",
         f"{f'socket {args.sockets + 1} of the same user':<44} closed: {refusal}",
+        f"measured at load {os.getloadavg()[0]:.2f}",
     ]
     print("\n".join(lines))
 

@@ -135,6 +135,7 @@ async def stream_phase(world: World, *, streams: int, concurrency: int, urls: li
         p95_met = bool(from_response) and sorted(from_response)[round(0.95 * (len(from_response) - 1))] < 1.0
         say(f"  target p95 < 1 s from the response, every stream once: "
             f"{'met' if p95_met and once == streams else 'MISSED'}")
+        say(f"  measured at load {os.getloadavg()[0]:.2f} (1-minute average)")
     finally:
         await swarm.close()
         await patcher.close()

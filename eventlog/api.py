@@ -37,7 +37,8 @@ class EventListView(APIView):
         if since < selectors.purged_through():
             latest = selectors.latest_event_id()
             return Response({"events": [records.resync_frame(latest)], "last_id": latest, "has_more": False})
-        rows = list(self._events(request.user, since)[:limit + 1])
+        upto = selectors.latest_event_id()  # never past an event that may still commit
+        rows = list(self._events(request.user, since).filter(id__lte=upto)[:limit + 1])
         frames: list[dict[str, Any]] = [records.frame(e) for e in rows[:limit]]
         last_id = frames[-1]["id"] if frames else since
         return Response({"events": frames, "last_id": last_id, "has_more": len(rows) > limit})

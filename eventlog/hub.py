@@ -54,8 +54,12 @@ class Subscriber(Protocol):
     def end(self, code: int, reason: str) -> None: ...
 
 
-def _fetch(after: int) -> list[dict[str, Any]]:
-    return [event_record(e) for e in Event.objects.filter(id__gt=after).order_by("id")[:BATCH]]
+def _fetch(after: int) -> tuple[list[dict[str, Any]], int]:
+    """The next events after ``after`` up to the log's completed-up-to position (at most
+    BATCH), and how far that read reaches: every id up to it was read or never will be."""
+    upto = latest_event_id()
+    events = [event_record(e) for e in Event.objects.filter(id__gt=after, id__lte=upto).order_by("id")[:BATCH]]
+    return events, events[-1]["id"] if len(events) == BATCH else upto
 
 
 def _being_cancelled() -> bool:
@@ -176,11 +180,13 @@ class EventHub:
 
     async def drain(self) -> None:
         while True:
-            records = await database_sync_to_async(_fetch)(self.last_id)
+            records, reached = await database_sync_to_async(_fetch)(self.last_id)
             for record in records:
                 if record["id"] > self.last_id:  # a doorbell may have delivered it meanwhile
                     self.dispatch(record)
                     self.last_id = record["id"]
+            # Past ids that never committed too, so that the next doorbell continues the log.
+            self.last_id = max(self.last_id, reached)
             if len(records) < BATCH:
                 break
         self._dispatch_held()

@@ -1,11 +1,13 @@
 """The event log's ordering rule, checked: in a transaction, nothing is written after an event.
 
-On PostgreSQL the insert of an event takes the log's lock, which is held until the commit
-(eventlog.services): ids then commit in order, and every statement after the insert holds
-every other writer of the log back. So ``event_emit`` is the last write of its transaction
-by construction — a row that must carry the event's id is stamped by the event's own
-statement (``Stamp``) — and with ``HASHEE_CHECK_EVENT_ORDER`` (on with DEBUG and in the
-tests) a write after it fails loudly instead of slowing every other writer down.
+On PostgreSQL an event's id is drawn by its insert and readers of the log stop just below
+the first id that has not committed yet (eventlog.watermark): every statement between the
+insert and the commit holds back every reader of the log (and, for an event to an agent's
+audience, every other writer of that audience, whose lock it holds to the commit). So
+``event_emit`` is the last write of its transaction by construction — a row that must
+carry the event's id is stamped by the event's own statement (``Stamp``) — and with
+``HASHEE_CHECK_EVENT_ORDER`` (on with DEBUG and in the tests) a write after it fails
+loudly instead of slowing the log's readers down.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Reads of the event log: what a recipient may see after an id, and where the log starts."""
+"""Reads of the event log: what a recipient may see after an id, and where the log starts.
+
+Every read of events after a cursor stops at the completed-up-to position
+(eventlog.watermark): the querysets below leave that to their callers, which pass it once
+per read (a hub's position, or ``latest_event_id()``)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast, Length
 
 from agents.models import Agent
+from eventlog import watermark
 from eventlog.models import Event, EventLogState
 from eventlog.records import frame
 from eventlog.webhook_models import WebhookDelivery
@@ -22,8 +27,9 @@ def purged_through() -> int:
 
 
 def latest_event_id() -> int:
-    last = Event.objects.order_by("-id").values_list("id", flat=True).first()
-    return int(last or 0)
+    """Where a reader that starts now stands: the log's completed-up-to position (an event
+    below it that is still in flight would otherwise be missed; eventlog.watermark)."""
+    return watermark.completed_through()
 
 
 def events_for_user(*, user: Any, since: int, windows: Iterable[tuple[Any, int, int | None]]) -> QuerySet[Event]:

@@ -173,9 +173,10 @@ def _message_store(*, sender: Sender, msg_subtype: str, content_type: str, paylo
     """Store the message and its ``message.new`` event atomically, calling ``before_event``
     with the message as stored (id and time final) before the event is written, in the same
     transaction. On PostgreSQL, when the event is the user's (no webhook to queue), message
-    and event go in ONE statement that also takes the event log's lock: autocommitted (no
-    BEGIN/COMMIT round trips while holding it: the relay's hot path), or in the caller's
-    transaction after ``before_event``'s writes; otherwise in the usual transaction."""
+    and event go in ONE statement that also takes the event log's lock in share mode (writers
+    do not wait for each other; readers stop at the completed-up-to position, eventlog.watermark):
+    autocommitted (the relay's hot path), or in the caller's transaction after
+    ``before_event``'s writes; otherwise in the usual transaction."""
     relation = sender.relation
     message = Message(relation_id=relation.pk, sender=sender.kind, msg_subtype=msg_subtype,
                       content_type=content_type, payload=payload, payload_bytes=size, client_msg_id=client_msg_id,

@@ -6,7 +6,8 @@ Why hand-written: Django compiles a queryset to SQL on every evaluation, ~0.4 ms
 Python for a two-table lookup, more than the round trip to PostgreSQL. Every
 authenticated request looks its credential up, and every relayed message its relation,
 so those lookups are written out here; the relay stores a message with its event in one
-autocommitted statement (no BEGIN/COMMIT round trips while holding the event log's lock).
+autocommitted statement (no BEGIN/COMMIT round trips between drawing the event's id and
+committing it, which the log's readers wait out).
 
 It lives in ``toolcalls`` because the relay is what pays for it: ``bench/relay.py``
 measures each statement (the key lookup, the relation lookup, the insert).
@@ -84,10 +85,12 @@ _RELATION_WITH_AGENT = {
     FROM relations_relation r JOIN agents_agent a ON a.id = r.agent_id WHERE r.id = %s""",  # noqa: S608 - literal
 }
 
-# The event log's lock (eventlog.services) is taken by the statement itself and held only
-# while the server executes and commits it: the statement is its own transaction.
+# The event log's lock (eventlog.statements) is taken in share mode by the statement itself,
+# before the event's id is drawn, and held while the server executes and commits it (the
+# statement is its own transaction): writers do not wait for each other; readers that settle
+# the log wait for the holders (eventlog.watermark).
 _MESSAGE_WITH_EVENT_INSERT = """
-    WITH log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(%s)),
+    WITH log_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(%s)),
     new_message AS (
         INSERT INTO toolcalls_message (id, relation_id, sender, msg_subtype, content_type, payload, payload_bytes,
                                        client_msg_id, created_at)
@@ -132,8 +135,8 @@ def relation_with_agent(*, relation_id: Any, agent: Part = MESSAGING_AGENT) -> R
 
 def message_with_event_insert(*, message: Message, event: Event, log_lock: int) -> None:
     """Store an unsaved message and its unsaved event (addressed to a user, no webhook) in
-    one autocommitted statement that takes the event log's lock ``log_lock``; both get
-    their ids. PostgreSQL only, outside a transaction."""
+    one autocommitted statement that takes the event log's lock ``log_lock`` in share mode
+    (as every event writer does); both get their ids. PostgreSQL only, outside a transaction."""
     values = [_db(Message, name, getattr(message, name)) for name in
               ("id", "relation_id", "sender", "msg_subtype", "content_type", "payload", "payload_bytes",
                "client_msg_id", "created_at")]
