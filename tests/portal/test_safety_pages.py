@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -308,3 +309,63 @@ def test_mallory_cannot_register_a_key_for_alices_agent(mallory: Any, agent: Age
     response = browser_for(mallory).post(f"/portal/agents/{agent.pk}/identity", {"registration": json.dumps(body)})
 
     assert response.status_code == 404 and identity_key_current(agent_id=agent.pk) is None
+
+
+# --- in Simplified Chinese ----------------------------------------------------------------------
+
+class _Texts(HTMLParser):
+    """The words a reader reads: text nodes and the attributes people read, leaving out what
+    is data (.mono: numbers, scopes, key ids; pre and code: commands; select: language names)."""
+
+    SKIPPED = {"script", "style", "pre", "code", "select"}
+    VOID = {"input", "br", "img", "meta", "link", "hr", "path"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self.skipping: list[bool] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        skip = tag in self.SKIPPED or "mono" in (found.get("class") or "").split() or "username" in (
+            found.get("class") or "").split()
+        if not (self.skipping and self.skipping[-1]) and not skip:
+            self.texts += [str(found[a]) for a in ("title", "aria-label", "placeholder", "data-confirm") if found.get(a)]
+        if tag not in self.VOID:
+            self.skipping.append(skip or bool(self.skipping and self.skipping[-1]))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in self.VOID and self.skipping:
+            self.skipping.pop()
+
+    def handle_data(self, data: str) -> None:
+        if data.strip() and not (self.skipping and self.skipping[-1]):
+            self.texts.append(data.strip())
+
+
+NAMES = {"Hashee", "API", "SDK", "JSON", "Ed25519", "PUT", "DemoBot", "alice", "bob", "hashee", "prove", "python",
+         "manage", "py", "manifest", "id", "reset"}  # names, commands and the API's own words
+CODE = re.compile(r"\b[a-z]+(?:[_:][a-z]+)+\b|\b[A-Z]+(?:_[A-Z]+)+\b|(?:/[\w.{}-]+)+|--[a-z-]+")
+
+
+def english_in(page: str) -> list[str]:
+    parser = _Texts()
+    parser.feed(page)
+    return [text for text in parser.texts if set(re.findall(r"[A-Za-z]{2,}", CODE.sub("", text))) - NAMES]
+
+
+def test_the_pages_in_simplified_chinese_carry_no_english_of_ours(alice: Any, bob: Any, agent: Agent,
+                                                                  relation: Relation, numbered: str) -> None:
+    zh = {"Accept-Language": "zh-CN"}
+    owner = browser_for(alice)
+    owner.post(f"/portal/agents/{agent.pk}/users/{relation.pk}/verify", {"safety_number": numbered}, headers=zh)
+    pages = {url: owner.get(url, headers=zh).content.decode() for url in (
+        f"/portal/agents/{agent.pk}/users/", f"/portal/agents/{agent.pk}/users/{relation.pk}/",
+        f"/portal/agents/{agent.pk}/settings/")}
+    pages["refused"] = owner.post(f"/portal/agents/{agent.pk}/identity", {"registration": "{"}, follow=True,
+                                  headers=zh).content.decode()
+    pages["bob"] = browser_for(bob).get(f"/portal/connections/{relation.pk}/", headers=zh).content.decode()
+
+    assert "已于" in pages[f"/portal/agents/{agent.pk}/users/{relation.pk}/"]  # Verified on …
+    assert "安全码的二维码" in pages["bob"] and "标记为已验证" in pages["bob"]
+    assert {url: english_in(page) for url, page in pages.items() if english_in(page)} == {}
