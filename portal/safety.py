@@ -38,7 +38,7 @@ REGISTRATION_MAX_CHARS = 16_384  # the output of `hashee prove` is under 1 KiB
 def qr_svg(text: str) -> SafeString:
     """``text`` as a QR code, inline SVG with no style attribute (the CSP allows none): its
     size and colours come from the stylesheet's ``.qr``."""
-    svg = segno.make(text, error="m").svg_inline(
+    svg = segno.make(text, error="m", boost_error=False).svg_inline(
         omitsize=True, svgclass="qr", lineclass=None, title=_("QR code of the safety number"))
     return mark_safe(svg)  # noqa: S308 - segno escapes the title; the rest is its own path data
 
