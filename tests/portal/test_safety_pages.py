@@ -86,6 +86,17 @@ def test_a_relation_of_another_agent_is_not_found_under_alices(alice: Any, bob: 
     assert browser_for(mallory).get(f"/portal/agents/{other.pk}/users/{relation.pk}/").status_code == 404
 
 
+def test_a_user_who_disconnected_is_listed_and_has_no_number(alice: Any, agent: Agent, relation: Relation,
+                                                              numbered: str) -> None:
+    relation_revoke(relation=relation)
+
+    listed = browser_for(alice).get(f"/portal/agents/{agent.pk}/users/").content.decode()
+    page = owner_page(alice, agent, relation)
+
+    assert f'<tr data-relation="{relation.pk}" class="row-muted">' in listed and "Disconnected" in listed
+    assert "This user disconnected" in page and NUMBER.search(page) is None
+
+
 # --- the number, on both sides -------------------------------------------------------------------
 
 def test_alice_and_bob_see_the_same_number_and_the_same_qr_code(alice: Any, bob: Any, agent: Agent,
