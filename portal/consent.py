@@ -22,9 +22,11 @@ from portal.common import AuthenticatedHttpRequest, error_messages, not_found
 from portal.forms import ConsentForm
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
+from portal.safety import safety_context
 from relations import selectors as relation_selectors
 from relations import services as relation_services
-from toolcalls.keydir_selectors import consent_signer, relation_safety_number
+from relations.models import SafetyVerification
+from toolcalls.keydir_selectors import consent_signer
 
 DISCOVER_PAGE_SIZE = 24  # cards a page (a multiple of 2, 3 and 4 columns)
 
@@ -101,7 +103,8 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
     return render(request, "portal/connection.html", {
         "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
-        "minor": [r for r in rows if not r["breaking"]], "safety": relation_safety_number(relation=relation),
+        "minor": [r for r in rows if not r["breaking"]],
+        **safety_context(relation=relation, side=SafetyVerification.Side.USER),
         "destinations": _destinations_since_consent(found),
         "notes": agent_selectors.change_notes_since(agent=agent, version=relation.acknowledged_manifest_version)
         if found.needs_reconsent else [],

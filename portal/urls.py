@@ -5,7 +5,7 @@ from django.urls import path
 from django.views.i18n import set_language
 
 from hashee.login_throttle import portal_login_view
-from portal import browser_device, consent, devices, integrations, live, views
+from portal import browser_device, consent, devices, integrations, live, safety, views
 
 app_name = "portal"
 
@@ -30,6 +30,10 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/versions/<int:version>/", views.agent_version, name="agent-version"),
     path("agents/<uuid:agent_id>/diff/", views.agent_diff, name="agent-diff"),
     path("agents/<uuid:agent_id>/settings/", views.agent_settings, name="agent-settings"),
+    path("agents/<uuid:agent_id>/identity", safety.agent_identity, name="agent-identity"),
+    path("agents/<uuid:agent_id>/users/", safety.agent_users, name="agent-users"),
+    path("agents/<uuid:agent_id>/users/<uuid:relation_id>/", safety.agent_user, name="agent-user"),
+    path("agents/<uuid:agent_id>/users/<uuid:relation_id>/verify", safety.agent_user_verify, name="agent-user-verify"),
     path("agents/<uuid:agent_id>/keys/", integrations.agent_keys, name="agent-keys"),
     path("agents/<uuid:agent_id>/keys/<int:key_id>/revoke", integrations.agent_key_revoke, name="agent-key-revoke"),
     path("agents/<uuid:agent_id>/webhook/", integrations.agent_webhook, name="agent-webhook"),
@@ -45,5 +49,6 @@ urlpatterns = [
     path("connections/live/<slug:region>", live.user_region, name="connections-live"),
     path("connections/<uuid:relation_id>/", consent.connection_detail, name="connection"),
     path("connections/<uuid:relation_id>/live", live.connection_region, name="connection-live"),
+    path("connections/<uuid:relation_id>/verify", safety.connection_verify, name="connection-verify"),
     path("connections/<uuid:relation_id>/revoke", consent.connection_revoke, name="connection-revoke"),
 ]

@@ -235,5 +235,6 @@ def agent_settings(request: HttpRequest, agent: Agent) -> HttpResponse:
         services.agent_update(agent_id=agent.pk, actor=acting_user(request), **form.cleaned_data)
         messages.success(request, _("Settings saved."))
         return redirect("portal:agent-settings", agent_id=agent.pk)
-    return render(request, "portal/agents/settings.html", {"agent": agent, "tab": "settings", "form": form})
+    return render(request, "portal/agents/settings.html", {
+        "agent": agent, "tab": "settings", "form": form, "identity": selectors.identity_key_current(agent_id=agent.pk)})
 

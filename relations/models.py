@@ -60,3 +60,26 @@ class Relation(models.Model):
     @property
     def is_live(self) -> bool:
         return self.revoked_at is None
+
+
+class SafetyVerification(models.Model):
+    """A person's note that they compared a relation's safety number (SPEC §9.2) and found
+    it the same: one per relation and side, for the number they compared. It protects
+    nothing — the user's device checks the keys itself — and it stops applying as soon as
+    the relation's current number is another one (an identity rotated, a device reset)."""
+
+    class Side(models.TextChoices):
+        OWNER = "owner", "Owner"
+        USER = "user", "User"
+
+    relation = models.ForeignKey(Relation, on_delete=models.CASCADE, related_name="safety_verifications")
+    side = models.CharField(max_length=8, choices=Side.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    safety_number = models.CharField(max_length=71)  # twelve groups of five digits, as shown
+    verified_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["relation", "side"], name="one_safety_verification_per_side")]
+
+    def __str__(self) -> str:
+        return f"{self.side} verified {self.relation_id}"
