@@ -16,7 +16,7 @@
  * Steps 1–3 answer nothing but are audited (status `refused`).
  */
 import { AuditLog } from "./audit.js";
-import { canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
+import { canonicalHash, canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
 import { largeOrderX25519Async, platformCrypto, type KeyPair, type PublicKeys } from "./crypto.js";
@@ -138,6 +138,20 @@ async function recorded(durable: Promise<string | null>): Promise<void> {
 const DENY_UNVERIFIED: Decision = { outcome: "denied", reason: "manifest_unverified" };
 
 /** One device of one user (SPEC §12.3). */
+/** Deliveries remembered for redelivery (socket and poll), the oldest forgotten first (as Python's). */
+const MAX_DELIVERED = 4096;
+
+/** One delivery of a message as the device saw it: relation, message id, payload digest. */
+function deliveryKey(relationId: string, messageId: string, payload: unknown): string {
+  let digest: string;
+  try {
+    digest = canonicalHash(payload);
+  } catch {
+    digest = `raw:${String(JSON.stringify(payload ?? null))}`;
+  }
+  return `${relationId}\n${messageId}\n${digest}`;
+}
+
 export class Device {
   readonly deviceId: string;
   readonly transport: Transport;
@@ -300,12 +314,17 @@ export class Device {
     await this.init();
     if (message?.msg_subtype !== "artifact_tool_call" || message?.sender !== "agent") return null;
     const messageId = String(message.message_id ?? "");
-    if (messageId && this.delivered.has(messageId)) return null; // delivered twice (socket and poll)
+    // A redelivery (socket and poll) is the same relation, message id and payload again; a copy
+    // that differs in any of them (a server's lie under the true call's id, an older call's
+    // envelope) is another message, so it cannot make the true call look delivered.
+    const delivery = deliveryKey(relationId, messageId, message.payload);
+    if (messageId && this.delivered.has(delivery)) return null; // delivered twice (socket and poll)
+    if (messageId) {
+      this.delivered.add(delivery);
+      if (this.delivered.size > MAX_DELIVERED) this.delivered.delete(this.delivered.values().next().value as string);
+    }
     const opened = await this.open(relationId, message); // 1. the envelope
-    // Remembered only once its call is taken (opened, fresh, not a replay): a copy under the
-    // same id that is not (a server's lie, a damaged frame, an older call's envelope) must not
-    // make the true call that follows look delivered.
-    if (opened === null || (messageId && this.delivered.has(messageId))) return null;
+    if (opened === null) return null;
     const call = opened.artifact;
     const replyKeyOk = await replyKeyUsable(call);
     const nowMs = this.clock();
@@ -320,7 +339,6 @@ export class Device {
       await this.refuse(relationId, message, refusal ?? "call_malformed", call);
       return null;
     }
-    if (messageId) this.delivered.add(messageId);
     try {
       let view = await this.relation(relationId);
       if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since

@@ -36,6 +36,7 @@ them; a fetch that started before such an event is used once but never cached.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 import uuid
@@ -47,7 +48,7 @@ from hashee_sdk import contract, envelope, wire
 from hashee_sdk.audit import AuditLog
 from hashee_sdk.consent_statements import sign_consent
 from hashee_sdk.contract import CompiledTool, Decision
-from hashee_sdk.core.canonical import canonicalize
+from hashee_sdk.core.canonical import CanonicalizationError, canonicalize
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.manifest import MAX_TIMEOUT_MS
 from hashee_sdk.crypto import KeyPair, PublicKeys
@@ -83,6 +84,15 @@ MAX_WAITING_PROMPTS = 5
 # Leaves room for the signature and base64 under the server's 262144-byte payload cap.
 MAX_RESPONSE_BYTES = 190_000
 MAX_DELIVERED = 4096
+
+
+def _delivery_key(relation_id: str, message_id: str, payload: Any) -> str:
+    """One delivery of a message as the device saw it: relation, message id, payload digest."""
+    try:
+        body = canonicalize(payload)
+    except CanonicalizationError:
+        body = repr(payload).encode()
+    return f"{relation_id}\n{message_id}\n{hashlib.sha256(body).hexdigest()}"
 UNPINNED = "runtime_key_unpinned"  # the one refusal a device answers (docs/wire-spec.md §4, step 1)
 CURSOR = "user-events"
 
@@ -192,7 +202,7 @@ class UserClient(FrameConsumer):
         self._reported: set[tuple[str, str]] = set()  # (relation, problem) already told to the user
         self._views: dict[str, RelationView] = {}
         self._generation = 0  # bumped by every event that invalidates a view
-        self._delivered: dict[str, None] = {}  # message ids handled in this process (redeliveries)
+        self._delivered: dict[str, None] = {}  # deliveries handled in this process (_delivery_key)
         self._in_flight: dict[str, int] = {}  # relation id → calls being answered
         self._waiting: dict[str, int] = {}  # agent id → prompts waiting
         self._prompt_lock: asyncio.Lock | None = None
@@ -398,13 +408,15 @@ class UserClient(FrameConsumer):
         if message.get("msg_subtype") != "artifact_tool_call" or message.get("sender") != "agent":
             return None
         message_id = str(message.get("message_id") or "")
-        if message_id and message_id in self._delivered:
+        # A redelivery (socket and poll) is the same relation, message id and payload again; a
+        # copy that differs in any of them (a server's lie under the true call's id, an older
+        # call's envelope) is another message, so it cannot make the true call look delivered.
+        delivery = _delivery_key(relation_id, message_id, message.get("payload"))
+        if message_id and delivery in self._delivered:
             return None  # delivered twice (socket and poll): already handled here
+        self._remember_delivery(delivery if message_id else "")
         opened = await self._open(relation_id, message)
-        # Remembered only once its call is taken (opened, fresh, not a replay): a copy under the
-        # same id that is not (a server's lie, a damaged frame, an older call's envelope) must
-        # not make the true call that follows look delivered.
-        if opened is None or (message_id and message_id in self._delivered):
+        if opened is None:
             return None
         call = opened.artifact
         refusal = (call_refusal(call, signed_at_ms=opened.signed_at_ms, now_ms=int(self.clock() * 1000))
@@ -412,7 +424,6 @@ class UserClient(FrameConsumer):
         if refusal is not None:
             self._refuse(relation_id, message, refusal, call=call)
             return None
-        self._remember_delivery(message_id)
         self._in_flight[relation_id] = self._in_flight.get(relation_id, 0) + 1
         try:
             response = await self._answer_verified(relation_id, call)
@@ -423,9 +434,9 @@ class UserClient(FrameConsumer):
         await self._reply(relation_id, call, response)
         return response
 
-    def _remember_delivery(self, message_id: str) -> None:
-        if message_id:
-            self._delivered[message_id] = None
+    def _remember_delivery(self, delivery: str) -> None:
+        if delivery:
+            self._delivered[delivery] = None
             if len(self._delivered) > MAX_DELIVERED:
                 del self._delivered[next(iter(self._delivered))]
 
