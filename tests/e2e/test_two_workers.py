@@ -152,6 +152,7 @@ def test_a_patch_on_worker_a_reaches_bobs_socket_on_worker_b(deployment: Deploym
             assert frames[0]["data"] == {
                 "agent_id": world["agent_id"], "new_manifest_version": body["capability_manifest_version"],
                 "new_manifest_hash": body["capability_manifest_hash"], "scopes_requiring_reauth": ["filesystem:read"],
+                "change_note": None,
             }
             await nothing_more(socket)
         finally:
