@@ -54,8 +54,9 @@ class McpAgentBridge(FrameConsumer):
     """The MCP servers of every relation of ``runtime``'s agent, in one process."""
 
     def __init__(self, runtime: AgentRuntime, *, name: str = "hashee", manifest_source: ManifestSource | None = None,
-                 call_timeout: float | None = None) -> None:
+                 call_timeout: float | None = None, bridge_class: type[McpBridge] = McpBridge) -> None:
         self.runtime = runtime
+        self.bridge_class = bridge_class  # each relation's server (a subclass may add, e.g., metrics)
         self.name = name
         self.manifest_source = manifest_source
         self.call_timeout = call_timeout
@@ -115,8 +116,8 @@ class McpAgentBridge(FrameConsumer):
             refused = await self.refusal(relation_id)
             if refused is not None:
                 return refused
-            bridge = McpBridge(self.runtime, relation_id, name=self.name, manifest_source=self.manifest_source,
-                               call_timeout=self.call_timeout)
+            bridge = self.bridge_class(self.runtime, relation_id, name=self.name,
+                                       manifest_source=self.manifest_source, call_timeout=self.call_timeout)
             manager = StreamableHTTPSessionManager(app=bridge.server, json_response=True,
                                                    security_settings=self._security)
             assert self._task_group is not None, "serve the app (its lifespan) first"

@@ -109,7 +109,7 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
                               call_timeout=args.call_timeout)
     else:
         bridge = McpAgentBridge(runtime, manifest_source=lambda: read_json(args.manifest),
-                                call_timeout=args.call_timeout)
+                                call_timeout=args.call_timeout, bridge_class=bridge_class)
     connected = asyncio.Event()
     listener = asyncio.create_task(bridge.listen(args.url, token, connected=connected))
     try:
@@ -131,7 +131,7 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
 
 
 def main(argv: list[str] | None = None, *, bridge_class: type[McpBridge] = McpBridge) -> int:
-    """The command; ``bridge_class`` serves the relation (a subclass of McpBridge may, e.g.,
+    """The command; ``bridge_class`` serves each relation (a subclass of McpBridge may, e.g.,
     add its own metrics)."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
