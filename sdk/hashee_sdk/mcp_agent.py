@@ -48,6 +48,7 @@ from hashee_sdk.rest import call_api
 logger = logging.getLogger(__name__)
 INVALID_REQUEST: Final = -32600  # JSON-RPC: the request is not one this endpoint serves
 LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
+REFRESH_CONCURRENCY: Final = 8  # lists fetched at once after a manifest event (every relation's)
 
 
 class McpAgentBridge(FrameConsumer):
@@ -83,8 +84,13 @@ class McpAgentBridge(FrameConsumer):
             if frame.get("type") in LIST_EVENTS:
                 concerned = ([self.bridges[relation_id]] if relation_id in self.bridges else []) \
                     if relation_id is not None else list(self.bridges.values())
-                for bridge in concerned:
-                    await bridge.refresh()
+                gate = asyncio.Semaphore(REFRESH_CONCURRENCY)
+
+                async def refresh(bridge: McpBridge) -> None:
+                    async with gate:
+                        await bridge.refresh()
+
+                await asyncio.gather(*(refresh(bridge) for bridge in concerned))
 
     async def listen(self, base_url: str, token: str | Credential, *,
                      connected: asyncio.Event | None = None) -> None:

@@ -35,16 +35,18 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hashee_sdk.agent import AgentRuntime
 from hashee_sdk.credentials import TokenSource
 from hashee_sdk.crypto import KeyPair
 from hashee_sdk.errors import SdkError
-from hashee_sdk.mcp_agent import McpAgentBridge
 from hashee_sdk.mcp_bridge import McpBridge
 from hashee_sdk.rest import HttpxTransport
 from hashee_sdk.store import LocalStore, state_folder
+
+if TYPE_CHECKING:
+    from hashee_sdk.mcp_agent import McpAgentBridge
 
 logger = logging.getLogger("hashee_sdk.mcp_server")
 CONNECT_TIMEOUT_S = 15.0
@@ -104,10 +106,12 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
                            manifest=read_json(args.manifest), store=LocalStore(args.state_dir / "runtime.sqlite3"),
                            identity_key=read_json(args.identity_key) if args.identity_key else None)
     bridge: McpBridge | McpAgentBridge
-    if args.relation:
+    if args.relation:  # stdio, or HTTP for one relation: nothing of the many-relation app is loaded
         bridge = bridge_class(runtime, args.relation, manifest_source=lambda: read_json(args.manifest),
                               call_timeout=args.call_timeout)
     else:
+        from hashee_sdk.mcp_agent import McpAgentBridge
+
         bridge = McpAgentBridge(runtime, manifest_source=lambda: read_json(args.manifest),
                                 call_timeout=args.call_timeout, bridge_class=bridge_class)
     connected = asyncio.Event()
