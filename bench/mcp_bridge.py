@@ -63,7 +63,7 @@ async def serve_device(url: str, state: Path) -> None:
     user_key = os.environ["BENCH_USER_KEY"]
     http = HttpxTransport(url, user_key)
     client = UserClient(transport=http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
-                        handlers={"notify": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
+                        handlers={name: lambda arguments: {"shown": True} for name in ("notify", "send_notification")}, audit=AuditLog(state / "audit.db"))
     await client.register_device()
     connected = asyncio.Event()
     listener = asyncio.create_task(client.listen(url, user_key, connected=connected))

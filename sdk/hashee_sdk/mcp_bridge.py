@@ -241,19 +241,23 @@ class McpBridge(FrameConsumer):
     async def serve_http(self, *, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp",
                          started: asyncio.Event | None = None) -> None:
         """Serve Streamable HTTP at ``http://host:port/path`` (loopback unless told otherwise)."""
-        server = uvicorn.Server(uvicorn.Config(self.http_app(host=host, path=path), host=host, port=port,
-                                               log_level="warning", access_log=False))
-        serving = asyncio.create_task(server.serve())
-        try:
-            while not server.started and not serving.done():
-                await asyncio.sleep(0.01)
-            if started is not None:
-                started.set()
-            await asyncio.shield(serving)
-        except asyncio.CancelledError:
-            server.should_exit = True  # let uvicorn close its connections and lifespan itself
-            await serving
-            raise
+        await serve_app(self.http_app(host=host, path=path), host=host, port=port, started=started)
+
+
+async def serve_app(app: Any, *, host: str, port: int, started: asyncio.Event | None = None) -> None:
+    """Serve an ASGI app with uvicorn until cancelled; ``started`` is set once it listens."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if started is not None:
+            started.set()
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        server.should_exit = True  # let uvicorn close its connections and lifespan itself
+        await serving
+        raise
 
 
 def call_tool_result(result: ToolResult) -> types.CallToolResult:

@@ -3,6 +3,11 @@
     HASHEE_URL=http://127.0.0.1:8000 HASHEE_AGENT_ID=… HASHEE_AGENT_KEY=hak_… \\
         python -m hashee_sdk.mcp_server --relation REL_ID --manifest manifest.json            # stdio
     … python -m hashee_sdk.mcp_server --relation REL_ID --manifest manifest.json --http --port 8765
+    … python -m hashee_sdk.mcp_server --manifest manifest.json --http --port 8765   # every relation
+
+Over Streamable HTTP without ``--relation``, one process serves every relation of the agent,
+``http://host:port/mcp/<relation_id>`` each (:mod:`hashee_sdk.mcp_agent`), with one runtime:
+one socket, one key, one state folder.
 
 Secrets come from the environment only (a command line is visible to every local user):
 ``HASHEE_AGENT_KEY`` (the agent's ``hak_`` key). The key goes only to ``POST /oauth/token``
@@ -30,7 +35,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hashee_sdk.agent import AgentRuntime
 from hashee_sdk.credentials import TokenSource
@@ -40,6 +45,9 @@ from hashee_sdk.mcp_bridge import McpBridge
 from hashee_sdk.rest import HttpxTransport
 from hashee_sdk.store import LocalStore, state_folder
 
+if TYPE_CHECKING:
+    from hashee_sdk.mcp_agent import McpAgentBridge
+
 logger = logging.getLogger("hashee_sdk.mcp_server")
 CONNECT_TIMEOUT_S = 15.0
 
@@ -47,7 +55,9 @@ CONNECT_TIMEOUT_S = 15.0
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
     parser = argparse.ArgumentParser(prog="python -m hashee_sdk.mcp_server", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--relation", default=env("HASHEE_RELATION_ID"), help="the relation whose tools to serve")
+    parser.add_argument("--relation", default=env("HASHEE_RELATION_ID"),
+                        help="the relation whose tools to serve (with --http, omit it to serve every relation "
+                             "of the agent at /mcp/<relation_id>)")
     parser.add_argument("--manifest", type=Path, default=env("HASHEE_MANIFEST"), help="the agent's manifest (JSON)")
     parser.add_argument("--url", default=env("HASHEE_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--agent-id", default=env("HASHEE_AGENT_ID"))
@@ -59,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(argv)
-    missing = [name for name, value in (("--relation", args.relation), ("--manifest", args.manifest),
+    missing = [name for name, value in (("--relation", args.relation or args.http), ("--manifest", args.manifest),
                                         ("--agent-id", args.agent_id)) if not value]
     if missing or not env("HASHEE_AGENT_KEY"):
         parser.error(f"missing: {', '.join(missing + ([] if env('HASHEE_AGENT_KEY') else ['HASHEE_AGENT_KEY']))}")
@@ -95,8 +105,15 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
     runtime = AgentRuntime(transport=transport, agent_id=args.agent_id, keys=runtime_keys(args.state_dir),
                            manifest=read_json(args.manifest), store=LocalStore(args.state_dir / "runtime.sqlite3"),
                            identity_key=read_json(args.identity_key) if args.identity_key else None)
-    bridge = bridge_class(runtime, args.relation, manifest_source=lambda: read_json(args.manifest),
-                       call_timeout=args.call_timeout)
+    bridge: McpBridge | McpAgentBridge
+    if args.relation:  # stdio, or HTTP for one relation: nothing of the many-relation app is loaded
+        bridge = bridge_class(runtime, args.relation, manifest_source=lambda: read_json(args.manifest),
+                              call_timeout=args.call_timeout)
+    else:
+        from hashee_sdk.mcp_agent import McpAgentBridge
+
+        bridge = McpAgentBridge(runtime, manifest_source=lambda: read_json(args.manifest),
+                                call_timeout=args.call_timeout, bridge_class=bridge_class)
     connected = asyncio.Event()
     listener = asyncio.create_task(bridge.listen(args.url, token, connected=connected))
     try:
@@ -109,6 +126,7 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
         if args.http:
             await bridge.serve_http(host=args.host, port=args.port)
         else:
+            assert isinstance(bridge, McpBridge)  # parse_args asks stdio for --relation
             await bridge.serve_stdio()
     finally:
         listener.cancel()
@@ -117,7 +135,7 @@ async def serve(args: argparse.Namespace, *, bridge_class: type[McpBridge] = Mcp
 
 
 def main(argv: list[str] | None = None, *, bridge_class: type[McpBridge] = McpBridge) -> int:
-    """The command; ``bridge_class`` serves the relation (a subclass of McpBridge may, e.g.,
+    """The command; ``bridge_class`` serves each relation (a subclass of McpBridge may, e.g.,
     add its own metrics)."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
