@@ -17,8 +17,8 @@ from tests.e2e.test_portal_browser import log_in, new_page, publish, set_status,
 
 pytestmark = pytest.mark.browser
 
-# The portal's browser fixtures: its demo server (this module gets one of its own), chromium.
-server, browser, contexts = portal.server, portal.browser, portal.contexts
+# The portal's demo server (this module gets one of its own); chromium comes from tests/e2e/conftest.py.
+server = portal.server
 
 
 def operator_page(server: LiveServer, browser: Browser, contexts: list[BrowserContext]) -> Page:

@@ -34,7 +34,7 @@ from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, PublicKeys, ToolResult
 from hashee_sdk.consent_statements import verify_consent
 from hashee_sdk.core.device_tools import manifest_entries
-from tests.e2e.browsers import ROOT, SHOTS, WAIT_MS, chromium, stack_browser_server
+from tests.e2e.browsers import ROOT, SHOTS, WAIT_MS, stack_browser_server
 from tests.e2e.live import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
@@ -48,12 +48,6 @@ UNAVAILABLE_TOOL = "brew_coffee"  # DemoBot declares it; no browser has it
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with stack_browser_server(tmp_path_factory.mktemp("device-e2e"), "device_e2e") as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def new_context(browser: Browser) -> BrowserContext:

@@ -31,7 +31,7 @@ from hashee_sdk import Agent, KeyStore, ToolResult
 from hashee_sdk.core import signing
 from hashee_sdk.core.device_tools import manifest_entries
 from hashee_sdk.errors import ToolCallTimeout
-from tests.e2e.browsers import SHOTS, WAIT_MS, chromium, stack_browser_server
+from tests.e2e.browsers import SHOTS, WAIT_MS, stack_browser_server
 from tests.e2e.live import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
@@ -130,12 +130,6 @@ class IdentifiedAgent:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with stack_browser_server(tmp_path_factory.mktemp("device-identity"), "device_identity") as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, expect
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST, DEMO_PASSWORD
 from tests.changes import breaking
-from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server, chromium
+from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server
 from tests.e2e.live import LiveServer, free_port
 
 pytestmark = pytest.mark.browser
@@ -31,20 +31,6 @@ pytestmark = pytest.mark.browser
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with browser_server(tmp_path_factory.mktemp("portal-e2e"), HASHEE_WEBHOOK_ALLOW_PRIVATE="1") as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 def new_page(browser: Browser, contexts: list[BrowserContext], locale: str = "en-US") -> Page:

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST
-from tests.e2e.browsers import browser_server, chromium
+from tests.e2e.browsers import browser_server
 from tests.e2e.live import LiveServer
 from tests.e2e.test_portal_browser import log_in, new_page, publish, shoot, unique, wait_live
 
@@ -24,20 +24,6 @@ pytestmark = pytest.mark.browser
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with browser_server(tmp_path_factory.mktemp("reconsent-e2e")) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 def narrowed(manifest: dict[str, Any], version: str, max_length: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk.core.device_tools import manifest_entries
-from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server, chromium
+from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server
 from tests.e2e.live import LiveServer
 
 pytestmark = pytest.mark.browser
@@ -44,20 +44,6 @@ def manifest(version: str) -> dict[str, Any]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     with browser_server(tmp_path_factory.mktemp("safety-e2e")) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[list[BrowserContext]]:
-    opened: list[BrowserContext] = []
-    yield opened
-    for context in opened:
-        context.close()
 
 
 def logged_in(browser: Browser, contexts: list[BrowserContext], server: LiveServer, username: str, *,
