@@ -4,10 +4,14 @@
 
 1. a group conversation → ``denied: tool_not_supported_in_group``;
 2. ``tool_name`` not in the cached manifest → ``denied: tool_not_declared``;
-3. the relation revoked → ``denied: permission_revoked``; the tool's scope pending
+3. the relation revoked → ``denied: permission_revoked``; the tool's scope withdrawn on the
+   device by its grant options (a once-grant used, past ``until``: SPEC §5.2) →
+   ``denied: scope_not_granted``; the tool's scope pending
    re-consent → ``denied: reauth_required`` (SPEC §9.3, that tool only); the tool's
    *declared* scope not granted, or the call claiming another scope → ``denied: scope_not_granted``;
 4. ``arguments`` failing ``input_schema`` → ``error: TOOL_INVALID_ARGUMENTS`` with details;
+   then outside the scope's narrowed grant of this tool → ``denied: scope_not_granted``
+   with details;
 5. the sensitivity policy → ``run`` (silent) or ``prompt``.
 
 Validators are compiled once per (manifest hash, tool) with jsonschema-rs (offline: no
@@ -33,6 +37,7 @@ from hashee_sdk.core.bounded_regex import MAX_PATTERNS, bounded_validator, schem
 from hashee_sdk.core.canonical import canonical_hash, pointer_token
 from hashee_sdk.core.codes import DENIAL_REASON_ALIASES, DENIAL_REASONS, TOOL_ERROR_CODES
 from hashee_sdk.core.manifest import with_defaults
+from hashee_sdk.grants import ALWAYS, ScopeGrant, outside
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
 
 DENIED, ERROR, RUN, PROMPT = "denied", "error", "run", "prompt"
@@ -175,12 +180,16 @@ DENY_CONSENT = Decision(DENIED, "consent_unverified")
 def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[str], in_group: bool,
            policy: SensitivityPolicy, subject: PolicySubject, now: float, revoked: bool = False,
            pending: Set[str] = frozenset(), unconfirmed: Set[str] = frozenset(),
-           unbacked: Set[str] = frozenset(), consent_revoked: bool = False) -> Decision:
+           unbacked: Set[str] = frozenset(), consent_revoked: bool = False,
+           grants: Mapping[str, ScopeGrant] | None = None, spent: Set[str] = frozenset()) -> Decision:
     """Steps 1-5 of SPEC §6 for one tool call; pure and side-effect free. A scope in
     ``unconfirmed`` (granted by the server's word only) is prompted whatever its level; a
     scope in ``unbacked`` (the newest verified consent statement does not give it), or any
     tool of a relation the device knows revoked (``consent_revoked``) while the server says
-    it is live, is ``consent_unverified`` (SPEC §9.6)."""
+    it is live, is ``consent_unverified`` (SPEC §9.6). ``grants``: how each scope is
+    granted (:mod:`hashee_sdk.grants`; missing: always); a scope in ``spent`` (its
+    once-grant used) or past its ``until`` is ``scope_not_granted`` whatever the server
+    says, and arguments outside a narrowed grant are ``scope_not_granted`` with details."""
     if in_group:
         return DENY_GROUP
     name = call.get("tool_name")
@@ -189,7 +198,12 @@ def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[
         return DENY_UNDECLARED
     if revoked:
         return DENY_REVOKED
-    if consent_revoked or tool.scope in unbacked:
+    if consent_revoked:
+        return DENY_CONSENT
+    grant = (grants or {}).get(tool.scope, ALWAYS)
+    if tool.scope in spent or grant.expired(now):
+        return DENY_SCOPE
+    if tool.scope in unbacked:
         return DENY_CONSENT
     if tool.scope in pending:
         return DENY_REAUTH
@@ -200,6 +214,9 @@ def decide(call: Mapping[str, Any], *, manifest: CompiledManifest, granted: Set[
     arguments = call.get("arguments")
     if not tool.validator.is_valid(arguments):
         return Decision(ERROR, INVALID_ARGUMENTS, tool.validator.details(arguments), tool)
+    narrowed = outside(grant, tool.name, arguments)
+    if narrowed is not None:
+        return Decision(DENIED, DENY_SCOPE.reason, narrowed, tool)
     if tool.scope not in unconfirmed and policy.is_silent(subject, tool.scope, tool.sensitivity, now):
         return Decision(RUN, None, (), tool)
     return Decision(PROMPT, None, (), tool)
@@ -212,9 +229,12 @@ def response_ok(call_id: str, result: Any) -> dict[str, Any]:
     return {"subtype": "tool_response", "call_id": call_id, "status": "ok", "result": result}
 
 
-def response_denied(call_id: str, reason: str) -> dict[str, Any]:
+def response_denied(call_id: str, reason: str, details: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
     assert reason in DENIAL_REASONS, reason
-    return {"subtype": "tool_response", "call_id": call_id, "status": "denied", "reason": reason}
+    response: dict[str, Any] = {"subtype": "tool_response", "call_id": call_id, "status": "denied", "reason": reason}
+    if details:
+        response["details"] = list(details)
+    return response
 
 
 def response_error(call_id: str, code: str, details: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:

@@ -18,7 +18,12 @@ created with mode 0600:
   unsigned is believed over it; and a **tombstone** for every relation seen revoked, which
   stays revoked for this device whatever the server says later;
 * the **event cursor**: the last event id handled, so a restarted process resumes with
-  ``?since=``.
+  ``?since=``;
+* the **once-grants used** (SPEC §5.2 ``{"once": true}``): per relation and scope, the
+  ``seq`` of the statement whose once-grant a call used (0: no statement), recorded before
+  the call is answered, and whether the signed withdrawal that follows was accepted;
+* **when each grant was last used**: per relation and scope, when it was first seen granted
+  and when the device last answered a call of it (the 90-day notice).
 
 A client or runtime built without a store keeps it in a file of the **state directory**
 (:func:`state_file`: ``$HASHEE_STATE_DIR``, else ``$XDG_DATA_HOME/hashee``, else
@@ -65,6 +70,12 @@ CREATE TABLE IF NOT EXISTS device_roots (
 CREATE TABLE IF NOT EXISTS tombstoned_keys (
     relation_id TEXT NOT NULL, party TEXT NOT NULL, key_id TEXT NOT NULL, PRIMARY KEY (relation_id, party, key_id));
 CREATE TABLE IF NOT EXISTS agent_key_owners (key_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS once_used (
+    relation_id TEXT NOT NULL, scope TEXT NOT NULL, seq INTEGER NOT NULL, used_at_ms INTEGER NOT NULL,
+    withdrawn INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (relation_id, scope, seq));
+CREATE TABLE IF NOT EXISTS grant_use (
+    relation_id TEXT NOT NULL, scope TEXT NOT NULL, granted_at_ms INTEGER NOT NULL, used_at_ms INTEGER,
+    PRIMARY KEY (relation_id, scope));
 """
 
 
@@ -293,6 +304,56 @@ class LocalStore:
         """Record the agent these runtime keys speak for (the first one recorded stays)."""
         self._db.executemany("INSERT OR IGNORE INTO agent_key_owners (key_id, agent_id) VALUES (?, ?)",
                              [(key_id, agent_id) for key_id in key_ids])
+
+    # --- once-grants and the use of grants (SPEC §5.2 grant_options) --------------------
+
+    def use_once(self, relation_id: str, scope: str, *, seq: int, now_ms: int) -> bool:
+        """Record that the once-grant of ``scope`` given by the statement ``seq`` is used;
+        False when it already was (a second call, or a concurrent one, gets nothing)."""
+        return bool(self._db.execute(
+            "INSERT OR IGNORE INTO once_used (relation_id, scope, seq, used_at_ms) VALUES (?, ?, ?, ?)",
+            (relation_id, scope, seq, now_ms)).rowcount)
+
+    def once_used(self, relation_id: str) -> dict[str, int]:
+        """scope → the highest ``seq`` whose once-grant of it a call used."""
+        rows = self._db.execute("SELECT scope, max(seq) FROM once_used WHERE relation_id = ? GROUP BY scope",
+                                (relation_id,)).fetchall()
+        return {str(scope): int(seq) for scope, seq in rows}
+
+    def unwithdrawn_once(self, relation_id: str) -> frozenset[str]:
+        """Scopes whose once-grant is used and whose signed withdrawal was not accepted yet."""
+        rows = self._db.execute("SELECT DISTINCT scope FROM once_used WHERE relation_id = ? AND withdrawn = 0",
+                                (relation_id,)).fetchall()
+        return frozenset(str(scope) for (scope,) in rows)
+
+    def once_withdrawn(self, relation_id: str, scopes: Iterable[str]) -> None:
+        self._db.executemany("UPDATE once_used SET withdrawn = 1 WHERE relation_id = ? AND scope = ?",
+                             [(relation_id, scope) for scope in scopes])
+
+    def forget_unsigned_once(self, relation_id: str, scopes: Iterable[str]) -> None:
+        """Unsigned once-grants (seq 0) of scopes seen withdrawn: a later unsigned grant is new."""
+        self._db.executemany("DELETE FROM once_used WHERE relation_id = ? AND scope = ? AND seq = 0",
+                             [(relation_id, scope) for scope in scopes])
+
+    def note_grants(self, relation_id: str, granted: Iterable[str], *, since_ms: int) -> None:
+        """The scopes granted now: new ones are granted since ``since_ms``; the others are forgotten."""
+        scopes = sorted(set(granted))
+        self._db.executemany("INSERT OR IGNORE INTO grant_use (relation_id, scope, granted_at_ms) VALUES (?, ?, ?)",
+                             [(relation_id, scope, since_ms) for scope in scopes])
+        marks = ", ".join("?" * len(scopes))
+        self._db.execute(f"DELETE FROM grant_use WHERE relation_id = ? AND scope NOT IN ({marks})",  # noqa: S608
+                         (relation_id, *scopes))
+
+    def grant_used(self, relation_id: str, scope: str, *, now_ms: int) -> None:
+        self._db.execute("INSERT INTO grant_use (relation_id, scope, granted_at_ms, used_at_ms) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT (relation_id, scope) DO UPDATE SET used_at_ms = excluded.used_at_ms",
+                         (relation_id, scope, now_ms, now_ms))
+
+    def grant_last_used(self, relation_id: str) -> dict[str, int]:
+        """scope → when it was last used (epoch ms), or granted if never used since."""
+        rows = self._db.execute("SELECT scope, coalesce(used_at_ms, granted_at_ms) FROM grant_use "
+                                "WHERE relation_id = ?", (relation_id,)).fetchall()
+        return {str(scope): int(at) for scope, at in rows}
 
     # --- event cursor ----------------------------------------------------------------
 

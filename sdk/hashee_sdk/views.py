@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hashee_sdk import contract, statements
@@ -34,6 +34,7 @@ from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.errors import AnswerInvalid, ApiError, ManifestUnverified, SafetyNumberMismatch
+from hashee_sdk.grants import ScopeGrant, read_grants
 from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.trust import ManifestVerifier, VerifiedManifest, public_identity
@@ -67,6 +68,16 @@ class RelationView:
     unbacked: frozenset[str] = frozenset()
     consent_revoked: bool = False
     consent_problem: str = ""  # why the consent statement the server served was ignored
+    # SPEC §5.2 grant_options as this device enforces them (hashee_sdk.grants): from the newest
+    # verified statement, else the server's field; ``grant_seq`` is that statement's seq (0:
+    # none); ``spent``: scopes whose once-grant a call used, refused whatever the server says.
+    grants: Mapping[str, ScopeGrant] = field(default_factory=dict)
+    grant_seq: int = 0
+    spent: frozenset[str] = frozenset()
+    served_options: Mapping[str, Any] = field(default_factory=dict)  # the server's field, as served
+    # The (version, hash) the relation's consent acknowledges as this device believes it: what
+    # a withdrawal signed here acknowledges (it never acknowledges a version the user did not see).
+    acknowledgement: tuple[int, str] | None = None
 
     def names(self, call: Mapping[str, Any]) -> bool:
         """Whether the call runs under this view's verified manifest."""
@@ -116,9 +127,32 @@ class RelationViews:
                               server_pending=relation.get("pending_scopes") or ())
         unbacked, unconfirmed = self._backing(relation_id, base["granted"], believed.statement, consent.pending,
                                               acknowledged, signed)
-        return RelationView(**base, manifest=consent.manifest, manifest_version=current.version,
+        return RelationView(**base, **self._grants(relation_id, relation, believed.statement),
+                            manifest=consent.manifest, manifest_version=current.version,
                             pending=consent.pending - unbacked, unconfirmed=unconfirmed, unbacked=unbacked,
-                            safety_number=await self.safety_number(relation_id, identity))
+                            safety_number=await self.safety_number(relation_id, identity),
+                            acknowledgement=(consented.version, consented.hash) if consented is not None else None)
+
+    def _grants(self, relation_id: str, relation: Mapping[str, Any],
+                statement: Mapping[str, Any] | None) -> dict[str, Any]:
+        """SPEC §5.2 grant_options as the device enforces them: the newest verified
+        statement's (the server's field over it changes nothing), else the server's field,
+        which can only narrow what the server grants. Also notes when each scope was first
+        granted (the statement's ``ts``, else now), for the 90-day notice."""
+        store = self.keydir.pins.store
+        if statement is not None:
+            scopes, options, seq, since_ms = statement["granted_scopes"], statement["grant_options"], \
+                int(statement["seq"]), int(statement["ts"])
+        else:
+            scopes, options, seq, since_ms = list(relation.get("granted_scopes") or ()), \
+                relation.get("grant_options"), 0, int(self.clock() * 1000)
+            store.forget_unsigned_once(relation_id, set(store.once_used(relation_id)) - set(scopes))
+        store.note_grants(relation_id, scopes, since_ms=since_ms)
+        spent = frozenset(scope for scope, used in store.once_used(relation_id).items()
+                          if used >= seq or scope not in scopes)
+        served = relation.get("grant_options")
+        return {"grants": read_grants(scopes, options), "grant_seq": seq, "spent": spent,
+                "served_options": dict(served) if isinstance(served, Mapping) else {}}
 
     async def _served(self, transport: Transport, relation_id: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         """The relation and its agent as the server serves them, of the documented shape;

@@ -85,6 +85,8 @@ class FakeServer:
         self.messages: list[dict[str, Any]] = []
         self.rate_limited = False
         self.consent_statement: dict[str, Any] | None = None  # the last change's, None when unsigned
+        self.grant_options: dict[str, Any] = {}  # SPEC §5.2, as the last change sent them
+        self.offline = False  # PATCH and DELETE of the relation fail (the device cannot reach it)
         self.identity: dict[str, str] | None = None  # the agent's private identity JWK, if it has one
         self.signatures: dict[int, str | None] = {}  # version → capability_manifest_signature
         self._ids = itertools.count(1)
@@ -119,6 +121,7 @@ class FakeServer:
                 "acknowledged_manifest_version": self.acknowledged,
                 "acknowledged_manifest_hash": canonical_hash(self.versions[self.acknowledged - 1]),
                 "current_manifest_version": len(self.versions), "consent_statement": self.consent_statement,
+                "grant_options": {k: v for k, v in self.grant_options.items() if k in self.granted},
                 "revoked_at": "2026-01-02T00:00:00Z" if self.status == "revoked" else None}
 
     def relation_frame(self, kind: str) -> dict[str, Any]:
@@ -196,7 +199,13 @@ class FakeServer:
         """POST, PATCH or DELETE of the relation, with the checks of SPEC §9.6 on a
         ``consent_statement`` (its device among the listed ones: this fake has no approvals)."""
         revoked = method == "DELETE"
+        if self.offline and method != "POST":
+            return _error(503, "SERVICE_UNAVAILABLE", "offline")
         granted = [] if revoked else sorted(set(body.get("granted_scopes") or []))
+        options = {} if revoked else dict(body.get("grant_options") or {})
+        acknowledged = body.get("acknowledged_manifest_version", len(self.versions))
+        if acknowledged != len(self.versions) and self.pending:  # a newer version waits for the user
+            return _error(409, "VERSION_CONFLICT", "a newer version waits for re-consent")
         signed = body.get("consent_statement")
         if signed is not None:
             devices = {d["key_id"]: PublicKeys.from_api(d) for d in self.devices}
@@ -205,8 +214,8 @@ class FakeServer:
             except ConsentInvalid as exc:
                 return _error(400, "CONSENT_SIGNATURE_INVALID", str(exc))
             expected = {"agent_id": AGENT_ID, "user_id": USER, "granted_scopes": granted, "revoked": revoked,
-                        "acknowledged_manifest_version": len(self.versions),
-                        "acknowledged_manifest_hash": canonical_hash(self.manifest)}
+                        "grant_options": options, "acknowledged_manifest_version": acknowledged,
+                        "acknowledged_manifest_hash": canonical_hash(self.versions[acknowledged - 1])}
             if any(statement[name] != value for name, value in expected.items()):
                 return _error(400, "CONSENT_SIGNATURE_INVALID", "the statement is not this request's")
             if self.consent_statement is not None and statement["seq"] <= self.consent_statement["statement"]["seq"]:
@@ -215,7 +224,8 @@ class FakeServer:
         if revoked:
             self.status = "revoked"
         else:
-            self.granted, self.status, self.pending, self.acknowledged = granted, "active", [], len(self.versions)
+            self.granted, self.status, self.pending, self.acknowledged = granted, "active", [], acknowledged
+            self.grant_options = {k: v for k, v in options.items() if v}
         return HttpResponse(201 if method == "POST" else 200, copy.deepcopy(self.relation()))
 
     def _version(self, version: int) -> HttpResponse:
