@@ -204,8 +204,8 @@ class FakeServer:
         granted = [] if revoked else sorted(set(body.get("granted_scopes") or []))
         options = {} if revoked else dict(body.get("grant_options") or {})
         acknowledged = body.get("acknowledged_manifest_version", len(self.versions))
-        if acknowledged != len(self.versions) and self.pending:  # a newer version waits for the user
-            return _error(409, "VERSION_CONFLICT", "a newer version waits for re-consent")
+        if acknowledged != len(self.versions):  # as the server: consent is to the current version only
+            return _error(409, "VERSION_CONFLICT", f"the current version is {len(self.versions)}")
         signed = body.get("consent_statement")
         if signed is not None:
             devices = {d["key_id"]: PublicKeys.from_api(d) for d in self.devices}
