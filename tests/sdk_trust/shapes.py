@@ -20,6 +20,7 @@ MISSING = object()
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _KEY_ID = re.compile(r"^k_[0-9a-f]{32}$")
+_SCOPE = re.compile(r"^[a-z][a-z0-9_-]*:[a-z][a-z0-9_-]*$")
 _MALLORY = KeyPair.generate()
 _OTHER_UUID = "7d1f4f0e-9999-4a4a-9b9b-00000000abcd"
 # Trees the hash or a signature covers whole: a lie inside them is a lie about the whole.
@@ -92,6 +93,11 @@ def _other(value: Any) -> Any:
         if value in ("active", "revoked", "reauth_required"):
             return {"active": "revoked", "revoked": "active", "reauth_required": "active"}[value]
         return value + "-mallory"
+    if isinstance(value, dict) and value and all(_SCOPE.match(str(key)) for key in value):
+        # keyed by scope (grant_options): another relation's, on the other scopes of this agent
+        keys = sorted(value)
+        return {keys[(index + 1) % len(keys)] if len(keys) > 1 else "mallory:scope": option
+                for index, option in enumerate(value[key] for key in keys)}
     return MISSING
 
 

@@ -50,6 +50,11 @@ class Case:
     runs: bool
 
 
+DOCS_ONLY = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
+             "required": ["path"]}
+NARROWED = {"filesystem:read": {"arguments": {"read_file": DOCS_ONLY}}}
+
+
 def _breaking(scene: Scene) -> dict[str, Any]:
     scene.server.publish(widened_path(), pending=["filesystem:read"])
     return widened_path()
@@ -63,12 +68,31 @@ def _revoke(scene: Scene) -> None:
 
 def _withdraw_location(scene: Scene) -> None:
     """Bob withdraws location:read on his device, signed (the web's unsigned withdrawal is,
-    as a revocation, only as good as the server's word)."""
-    run(scene.client.reconsent(RELATION_ID, [s for s in scene.server.granted if s != "location:read"]))
+    as a revocation, only as good as the server's word); read_file stays narrowed to his
+    documents (SPEC §5.2), so the answers carry grant options to lie about."""
+    run(scene.client.reconsent(RELATION_ID, [s for s in scene.server.granted if s != "location:read"],
+                               grant_options=NARROWED))
+
+
+def _narrow(scene: Scene) -> None:
+    """Bob grants read_file only under /home/bob/docs/, signed (SPEC §5.2 ``arguments``)."""
+    run(scene.client.reconsent(RELATION_ID, list(scene.server.granted), grant_options=NARROWED))
+
+
+def _use_once_offline(scene: Scene) -> None:
+    """Bob grants location:read only this time (read_file narrowed too), signed; the agent's
+    call uses it while the server does not take the device's withdrawal: the server still
+    reports the once-grant, and only the device's memory says it is used."""
+    run(scene.client.reconsent(RELATION_ID, list(scene.server.granted),
+                               grant_options={"location:read": {"once": True}, **NARROWED}))
+    scene.server.offline = True
+    assert run(scene.call("locate", {})) is not None
 
 
 CASES = {
     "pending_reconsent": Case(_breaking, "read_file", {"path": PASSWD}, runs=False),
+    "outside_narrowed_grant": Case(_narrow, "read_file", {"path": "/etc/passwd"}, runs=False),
+    "once_used": Case(_use_once_offline, "locate", {}, runs=False),
     "revoked": Case(_revoke, "notify", {"title": "after revoke"}, runs=False),
     "withdrawn_scope": Case(_withdraw_location, "locate", {}, runs=False),
     "allowed": Case(lambda scene: None, "notify", {"title": "fine"}, runs=True),
