@@ -43,6 +43,7 @@ from hashee_sdk import (  # noqa: E402
     HttpxTransport,
     KeyPair,
     LocalStore,
+    Notice,
     PromptRequest,
     SdkError,
     UserClient,
@@ -213,13 +214,20 @@ def terminal_prompt(auto_yes: bool) -> Any:
               f"{request.tool_name}{what} {json.dumps(request.arguments)}\n"
               f"  permission {request.scope} ({request.sensitivity}), manifest v{request.manifest_version}; "
               f"{publisher}"
-              + ("\n  newly granted since this device last looked: confirm it here" if request.newly_granted else ""))
+              + ("\n  newly granted since this device last looked: confirm it here" if request.newly_granted else "")
+              + (f"\n  you granted it {request.grant}" if request.grant != "always" else ""))
         if auto_yes:
             print("  Allow? [y/N] y (--yes)")
             return True
         return input("  Allow? [y/N] ").strip().lower() in ("y", "yes")
 
     return ask
+
+
+def tell_bob(notice: Notice) -> None:
+    """What the device tells bob besides prompts: a used once-grant the server did not let it
+    withdraw, a high grant unused for 90 days (with the offer to withdraw it)."""
+    print(f"\n[bob's device] {notice.text}")
 
 
 def read_file(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +252,7 @@ async def round_trip(args: argparse.Namespace) -> int:
         relation_id = await ensure_relation(user_http, agent_id, args.relation_id)
         client = UserClient(transport=user_http, keys=key_pair(args.state_dir, "device"), device_id="example-device",
                             prompt=terminal_prompt(args.yes), handlers={"read_file": read_file},
-                            audit=AuditLog(args.state_dir / "audit.sqlite3"))
+                            audit=AuditLog(args.state_dir / "audit.sqlite3"), on_notice=tell_bob)
         agent = AgentRuntime(transport=agent_http, agent_id=agent_id, keys=key_pair(args.state_dir, f"agent-{agent_id}"),
                              manifest=manifest, identity_key=identity,
                              store=LocalStore(args.state_dir / f"agent-{agent_id}.sqlite3"))  # pins survive restarts
@@ -270,6 +278,7 @@ async def call_with_listeners(args: argparse.Namespace, client: UserClient, agen
         result = await agent.call_tool(relation_id, "read_file", arguments)
         number = await agent.safety_number(relation_id)
         print(f"[agent] safety number {number}" if number else "[agent] no identity key: no safety number")
+        await client.unused_grants()  # told through tell_bob: high grants unused for 90 days
     finally:
         for task in listeners:
             task.cancel()

@@ -34,7 +34,10 @@ The ``async with`` forms, with tools declared from type hints and keys kept on d
     manifest = manifest_from_tools([read_note], agent_version="1.0.0")   # what the owner publishes
 
     async with Device(url, "hsk_…", tools=[read_note], keystore=KeyStore("~/.hashee/device"),
-                      prompt=ask) as device:
+                      prompt=ask, on_notice=tell) as device:
+        await device.grant(agent_id, ["notes:read"], grant_options={"notes:read": {"once": True}})
+        for unused in await device.unused_grants():   # high grants unused for 90 days
+            await device.withdraw(unused.relation_id, unused.scope)   # if the user agrees
         await device.serve_forever()
     async with Agent(url, "hak_…", agent_id=AGENT_ID, keystore=KeyStore("~/.hashee/agent")) as agent:
         result = await agent.call_tool(relation_id, "read_note", {"title": "groceries"})  # NotListening if offline
@@ -92,6 +95,7 @@ from hashee_sdk.errors import (
     WrongContext,
     WrongRecipient,
 )
+from hashee_sdk.grants import Notice, UnusedGrant
 from hashee_sdk.keys import KeyDirectory, RelationKeys
 from hashee_sdk.keystore import KeyStore, KeyStoreError
 from hashee_sdk.owner import Owner
@@ -110,11 +114,11 @@ __all__ = [
     "Credential",
     "Decision", "DecryptionFailed", "Device", "EnvelopeError", "HttpResponse", "HttpxTransport", "KeyDirectory",
     "KeyPair", "KeyPins", "KeyStore", "KeyStoreError", "LocalStore", "MalformedEnvelope", "ManifestInvalid",
-    "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening",
+    "ManifestNotPublished", "ManifestUnverified", "ManifestVerifier", "NoRecipientKey", "NotListening", "Notice",
     "OpenedCopy", "Owner", "PlatformRefused", "PolicySubject", "PromptRequest", "PublicKeys", "RateLimited", "Recipient",
     "RelationKeys", "RelationView", "ResultInvalid", "SafetyNumberMismatch", "SdkError", "SensitivityPolicy",
     "TokenExchangeRefused", "TokenSource", "Tool",
-    "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender",
+    "ToolCallFailed", "ToolCallTimeout", "ToolNotDeclared", "ToolResult", "Transport", "UnknownSender", "UnusedGrant",
     "UserClient", "VerifiedManifest", "WebhookInvalid", "WrongContext", "WrongRecipient", "__version__", "compile_manifest",
     "decide", "desktop_tools", "manifest_from_tools", "open_copy", "publish_runtime_key", "seal", "tool",
 ]

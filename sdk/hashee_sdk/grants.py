@@ -124,6 +124,38 @@ def outside(grant: ScopeGrant, tool: str, arguments: Any) -> tuple[dict[str, str
                                              "message": "outside what the user granted"},)
 
 
+@dataclass(frozen=True)
+class Notice:
+    """Something the device tells its user that is not a prompt: ``kind`` is
+    ``once_not_withdrawn`` (a once-grant was used and is refused here, but the server did not
+    take the signed withdrawal) or ``unused_grant`` (a high-sensitivity grant unused for a long
+    time, with an offer to withdraw it); ``text`` says it in words."""
+
+    kind: str
+    relation_id: str
+    agent_id: str
+    scope: str
+    text: str
+
+
+@dataclass(frozen=True)
+class UnusedGrant:
+    """A granted high-sensitivity scope that this device has not answered a call of since
+    ``since`` (epoch seconds: its last use, or when it was granted if never)."""
+
+    relation_id: str
+    agent_id: str
+    scope: str
+    since: float
+    agent_name: str = ""
+
+    def text(self, now: float) -> str:
+        days = int((now - self.since) // 86400)
+        who = self.agent_name or f"agent {self.agent_id}"
+        return (f"{who} has not used {self.scope} for {days} days. You can withdraw it: it is asked again "
+                f"if the agent needs it later.")
+
+
 # --- in words ------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from hashee_sdk.agent import AgentRuntime, ToolResult
 from hashee_sdk.client import PromptCallback, UserClient
 from hashee_sdk.credentials import Credential
 from hashee_sdk.errors import SdkError
+from hashee_sdk.grants import UnusedGrant
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.keystore import KeyStore
 from hashee_sdk.rest import HttpxTransport, Transport, call_api
@@ -168,12 +169,23 @@ class Device:
         self._close()
 
     async def grant(self, agent_id: str, scopes: Iterable[str], **options: Any) -> dict[str, Any]:
-        """:meth:`UserClient.grant`: connect to an agent, the consent signed by this device."""
+        """:meth:`UserClient.grant`: connect to an agent, the consent (and ``grant_options``)
+        signed by this device."""
         return await self.client.grant(agent_id, scopes, **options)
 
-    async def reconsent(self, relation_id: str, scopes: Iterable[str]) -> dict[str, Any]:
-        """:meth:`UserClient.reconsent`: change the grants or consent again, signed by this device."""
-        return await self.client.reconsent(relation_id, scopes)
+    async def reconsent(self, relation_id: str, scopes: Iterable[str], *,
+                        grant_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:meth:`UserClient.reconsent`: change the grants (and their options) or consent again,
+        signed by this device."""
+        return await self.client.reconsent(relation_id, scopes, grant_options=grant_options)
+
+    async def withdraw(self, relation_id: str, scope: str) -> dict[str, Any]:
+        """:meth:`UserClient.withdraw`: withdraw one scope, signed by this device."""
+        return await self.client.withdraw(relation_id, scope)
+
+    async def unused_grants(self, days: float = 90, now: float | None = None) -> list[UnusedGrant]:
+        """:meth:`UserClient.unused_grants`: high grants this device has not used for ``days``."""
+        return await self.client.unused_grants(days=days, now=now)
 
     async def revoke(self, relation_id: str) -> dict[str, Any]:
         """:meth:`UserClient.revoke`: revoke the relation, signed by this device."""

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hashee_sdk.client import Notice
 from hashee_sdk.core.event_types import EventType
+from hashee_sdk.grants import Notice
 from tests.sdk.fakes import AGENT_ID, AGENT_NAME, ALL_SCOPES, RELATION_ID, FakeTransport
 from tests.sdk.test_client import T0, T0_MS
 from tests.sdk_trust.scene import Scene, run

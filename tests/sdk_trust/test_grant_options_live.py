@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 from agents import services as agent_services
 from agents.apikey_services import api_key_create
 from hashee_sdk import AgentRuntime, AuditLog, ConsentUnverified, KeyPair, LocalStore, ToolResult, UserClient
-from hashee_sdk.client import Notice
+from hashee_sdk.grants import Notice
 from hashee_sdk.rest import call_api
 from tests.sdk_trust.lying import LyingTransport
 from tests.sdk_trust.test_consent_live import CarelessRuntime
