@@ -66,6 +66,7 @@ from hashee_sdk.errors import (
     WrongRecipient,
 )
 from hashee_sdk.events import FrameConsumer, frame_parts, listen
+from hashee_sdk.grants import expired_in
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
@@ -319,6 +320,8 @@ class AgentRuntime(FrameConsumer):
             raise ConsentUnverified(f"relation {relation_id}: the user revoked it (signed)")
         if scope not in statement["granted_scopes"]:
             raise ConsentUnverified(f"relation {relation_id}: the user's signed consent does not grant {scope}")
+        if scope in expired_in(statement, now=self.clock()):  # SPEC §5.2: past the user's `until`
+            raise ConsentUnverified(f"relation {relation_id}: the user granted {scope} until a time now past")
         if scope in await self.breaking_since(acknowledgement_of(statement), version):
             raise ConsentUnverified(f"relation {relation_id}: {scope} changed since the version the user signed for")
 

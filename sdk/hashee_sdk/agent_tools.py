@@ -14,8 +14,9 @@ agent, a revoked relation), never widen or rewrite it (SPEC §9's threat model):
   states no acknowledged version (0, null, missing: the server stores none of these for a
   live relation) is a lie: ManifestUnverified, nothing listed;
 * (SPEC §9.6) the newest consent statement the runtime verified must give the tool: its
-  scope granted there, not changed in a breaking way since the version it acknowledges,
-  the relation not revoked by it.
+  scope granted there, not past the ``until`` the user gave it (SPEC §5.2, by the
+  runtime's clock), not changed in a breaking way since the version it acknowledges, the
+  relation not revoked by it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from hashee_sdk.core.canonical import canonical_hash
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.core.toolspec import callable_tools
 from hashee_sdk.errors import ManifestNotPublished, ManifestUnverified
+from hashee_sdk.grants import expired_in
 from hashee_sdk.rest import call_api
 
 logger = logging.getLogger(__name__)
@@ -87,7 +89,7 @@ class AgentToolList:
             consent = consent_for(document, acknowledged, server_pending=relation.get("pending_scopes") or ())
             granted, pending = frozenset(relation.get("granted_scopes") or ()), consent.pending
         if statement is not None:  # what the user's device signed bounds what the server says
-            granted &= frozenset(statement["granted_scopes"])
+            granted &= frozenset(statement["granted_scopes"]) - expired_in(statement, now=self.runtime.clock())
             pending |= await self.runtime.breaking_since(acknowledgement_of(statement), version)
         return granted, pending
 

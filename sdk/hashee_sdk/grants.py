@@ -109,6 +109,14 @@ def _validator(schema: Mapping[str, Any]) -> ArgumentValidator | None:
     return _VALIDATORS[key]
 
 
+def expired_in(statement: Mapping[str, Any], *, now: float) -> frozenset[str]:
+    """The scopes a verified statement grants that are not granted at ``now`` (epoch seconds)
+    by its options: past ``until``, or unreadable. What an agent reads of the options: it
+    cannot know whether a once-grant was used, nor judge a call's arguments as the device does."""
+    grants = read_grants(statement["granted_scopes"], statement["grant_options"])
+    return frozenset(scope for scope, grant in grants.items() if grant.expired(now))
+
+
 def outside(grant: ScopeGrant, tool: str, arguments: Any) -> tuple[dict[str, str], ...] | None:
     """Why ``arguments`` fall outside a narrowed grant of ``tool`` (details rooted at
     ``/arguments``); None when they are inside it (or the tool is not narrowed)."""

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from hashee_sdk import ConsentUnverified
+from hashee_sdk.agent_tools import AgentToolList
 from hashee_sdk.core.event_types import EventType
 from hashee_sdk.grants import Notice
 from tests.sdk.fakes import AGENT_ID, AGENT_NAME, ALL_SCOPES, RELATION_ID, FakeTransport
@@ -270,3 +272,27 @@ def test_a_relation_event_with_options_changes_what_the_device_enforces() -> Non
     result = run(scene.call("read_file", {"path": "/etc/passwd"}))
 
     assert statuses(result) == [("denied", "scope_not_granted")]
+
+
+# --- the agent's reading ----------------------------------------------------------------------
+
+
+def test_the_agent_does_not_send_nor_list_a_tool_past_the_until_bob_signed() -> None:
+    scene = Scene()
+    run(scene.call("notify", {"title": "first"}))  # the runtime pins bob's laptop
+    run(scene.client.reconsent(RELATION_ID, ALL_SCOPES,
+                               grant_options={"notification:send": {"until": T0_MS + 3600_000}}))
+    frame = scene.server.relation_frame(EventType.RELATION_UPDATED)
+    run(scene.agent.handle_frame(frame))
+    tools = AgentToolList(scene.agent, RELATION_ID)
+    tools.observe(frame)
+    in_time = run(tools._scopes(1, scene.server.manifest))[0]
+    scene.clock.now = T0 + 3600
+    sent = len(scene.server.messages)
+
+    with pytest.raises(ConsentUnverified):
+        run(scene.agent.call_tool(RELATION_ID, "notify", {"title": "too late"}, timeout=0.3))
+
+    assert len(scene.server.messages) == sent
+    assert "notification:send" in in_time
+    assert run(tools._scopes(1, scene.server.manifest))[0] == {"filesystem:read", "location:read"}
