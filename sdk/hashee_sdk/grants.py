@@ -109,6 +109,21 @@ def _validator(schema: Mapping[str, Any]) -> ArgumentValidator | None:
     return _VALIDATORS[key]
 
 
+def options_disagree(relation: Mapping[str, Any], statement: Mapping[str, Any]) -> str:
+    """Why the server's ``grant_options`` are not the ones of the user's verified statement,
+    for the scopes both grant ("": they agree). The device enforces the statement's either
+    way; this is what it tells the user. An empty option and none are the same ("always")."""
+    served = relation.get("grant_options", {})
+    scopes = set(statement["granted_scopes"]) & set(relation.get("granted_scopes") or ())
+    signed = statement["grant_options"]
+    if not isinstance(served, Mapping):
+        return "the server's grant_options are not an object" if any(signed.get(s) for s in scopes) else ""
+    changed = sorted(scope for scope in scopes if (served.get(scope) or {}) != (signed.get(scope) or {}))
+    if not changed:
+        return ""
+    return f"the server's grant_options for {', '.join(changed)} are not the ones the user signed"
+
+
 def expired_in(statement: Mapping[str, Any], *, now: float) -> frozenset[str]:
     """The scopes a verified statement grants that are not granted at ``now`` (epoch seconds)
     by its options: past ``until``, or unreadable. What an agent reads of the options: it

@@ -34,7 +34,7 @@ from hashee_sdk.contract import CompiledManifest
 from hashee_sdk.core import signing
 from hashee_sdk.core.diff import diff_manifests
 from hashee_sdk.errors import AnswerInvalid, ApiError, ManifestUnverified, SafetyNumberMismatch
-from hashee_sdk.grants import ScopeGrant, read_grants
+from hashee_sdk.grants import ScopeGrant, options_disagree, read_grants
 from hashee_sdk.keys import KeyDirectory, relation_keys_from
 from hashee_sdk.rest import Transport, call_api
 from hashee_sdk.trust import ManifestVerifier, VerifiedManifest, public_identity
@@ -127,6 +127,8 @@ class RelationViews:
                               server_pending=relation.get("pending_scopes") or ())
         unbacked, unconfirmed = self._backing(relation_id, base["granted"], believed.statement, consent.pending,
                                               acknowledged, signed)
+        if believed.statement is not None and not base["consent_problem"]:
+            base["consent_problem"] = options_disagree(relation, believed.statement)
         return RelationView(**base, **self._grants(relation_id, relation, believed.statement),
                             manifest=consent.manifest, manifest_version=current.version,
                             pending=consent.pending - unbacked, unconfirmed=unconfirmed, unbacked=unbacked,

@@ -60,9 +60,14 @@ class Scene:
         if task.done():
             return await task  # refused before sending: raises
         self.clock.now += deliver_after_s
-        await self.client.handle_frame(self.server.frame(sent))
+        # The answer reaches the agent as soon as it is sent, not after what the device does
+        # once it has answered (withdrawing a used once-grant: SPEC §5.2).
+        device = asyncio.create_task(self.client.handle_frame(self.server.frame(sent)))
+        while len(self.server.messages) == sent + 1 and not device.done():
+            await asyncio.sleep(0.002)
         if len(self.server.messages) > sent + 1:
             await agent.handle_frame(self.server.frame(sent + 1))
+        await device
         try:
             return await task
         except ToolCallTimeout:

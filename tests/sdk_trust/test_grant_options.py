@@ -207,6 +207,8 @@ def test_a_narrowed_read_file_answers_inside_and_refuses_outside_with_details(se
     assert statuses(inside, outside) == [("ok", None), ("denied", "scope_not_granted")]
     assert [(d["path"], d["code"]) for d in outside.details] == [("/arguments/path", "PATTERN_MISMATCH")]
     assert scene.handlers.calls == [("read_file", {"path": "/home/bob/docs/plan.txt"})]
+    told_bob = scene.refusals().count("consent_unverified")  # the server's options are not what bob signed
+    assert told_bob == (0 if server == "honest" else 1)
 
 
 def test_the_prompt_says_in_words_how_the_scope_was_granted() -> None:
