@@ -151,7 +151,8 @@ class DeviceConsent:
                 continue
             levels = {tool.scope: tool.sensitivity for tool in view.manifest.tools.values()}
             last_used = self.store.grant_last_used(relation_id)
-            for scope in sorted(set(view.grants) - view.spent):
+            live = {scope for scope, grant in view.grants.items() if not grant.expired(now)}  # past until: gone
+            for scope in sorted(live - view.spent):
                 since = last_used.get(scope)
                 if levels.get(scope) == "high" and since is not None and since <= (now - days * 86400) * 1000:
                     found.append(UnusedGrant(relation_id, view.agent_id, scope, since / 1000, view.agent_name))

@@ -298,3 +298,18 @@ def test_the_agent_does_not_send_nor_list_a_tool_past_the_until_bob_signed() -> 
     assert len(scene.server.messages) == sent
     assert "notification:send" in in_time
     assert run(tools._scopes(1, scene.server.manifest))[0] == {"filesystem:read", "location:read"}
+
+
+@pytest.mark.parametrize("option", ["until, passed", "once, used (withdrawal refused)"])
+def test_a_grant_past_its_until_or_used_once_is_not_offered_for_withdrawal(option: str) -> None:
+    scene = Scene()
+    if option.startswith("until"):
+        run(scene.client.reconsent(RELATION_ID, ALL_SCOPES,
+                                   grant_options={"location:read": {"until": T0_MS + 30 * 86400_000}}))
+    else:
+        run(scene.client.reconsent(RELATION_ID, ALL_SCOPES, grant_options=ONCE))
+        scene.server.offline = True
+        run(scene.call("locate", {}))  # used at T0: 90 days before the question below
+
+    assert run(scene.client.unused_grants(now=T0 + 90 * DAY)) == []
+    assert "location:read" in scene.server.granted
