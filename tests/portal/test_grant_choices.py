@@ -134,9 +134,9 @@ def test_describe_refuses_with_the_error_shape(bob: User, agent: Agent) -> None:
 
 
 @pytest.mark.django_db
-def test_a_refused_choice_is_shown_beside_its_permission(bob: User, agent: Agent) -> None:
+def test_a_refused_choice_is_shown_beside_its_permission(bob: User, agent: Agent, manifest: dict[str, Any]) -> None:
     agent_services.agent_update(agent_id=agent.pk, actor=agent.owner,
-                                capability_manifest={**located(agent.capability_manifest), "agent_version": "1.1.0"})
+                                capability_manifest={**located(manifest), "agent_version": "1.1.0"})
     response = browser_for(bob).post(reverse("portal:connect", args=[agent.pk]), {
         "granted_scopes": ["location:read"], "enum:get_location:accuracy:offered": "1"})
     page = response.content.decode()
