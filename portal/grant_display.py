@@ -61,8 +61,7 @@ def _ms(now: datetime) -> int:
 
 
 def stored_options(relation: Relation) -> dict[str, dict[str, Any]]:
-    options = getattr(relation, "grant_options", None)
-    return options if isinstance(options, dict) else {}
+    return relation.grant_options if isinstance(relation.grant_options, dict) else {}
 
 
 def expired(options: dict[str, Any], now: datetime) -> bool:
