@@ -7,6 +7,7 @@ the agent are told.
 
 from __future__ import annotations
 
+import html
 import threading
 from typing import Any
 
@@ -15,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.html import strip_tags
 
 from portal.grant_display import grant_lines
 from relations import services
@@ -110,7 +112,8 @@ class RelationAdmin(admin.ModelAdmin):
         """What the user chose per scope (SPEC §5.2), as the user's connection page says it;
         a scope past its ``until`` reads as withdrawn."""
         lines = grant_lines(Connection(relation=obj, state=self._state(obj)), now=timezone.now())
-        return "; ".join(f"{g.scope}: expired {g.expired_at}" if g.expired_at else f"{g.scope}: {', '.join(g.words)}"
+        return "; ".join(f"{g.scope}: expired {g.expired_at}" if g.expired_at
+                         else f"{g.scope}: {', '.join(html.unescape(strip_tags(w)) for w in g.words)}"
                          for g in lines if g.words or g.expired_at) or "—"
 
     @admin.display(description="pending re-consent")
