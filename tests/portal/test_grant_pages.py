@@ -169,3 +169,20 @@ def test_a_refused_describe_and_a_refused_post_say_the_same(bob: User, agent: Ag
     message = described.json()["error"]["details"][0]["message"]
     assert message == "“path” may start with at most 256 characters."
     assert message in page and not Relation.objects.filter(user=bob).exists()
+
+
+def test_a_limit_set_through_the_api_is_kept_while_ticked_and_dropped_when_not(bob: User, agent: Agent) -> None:
+    short = {"type": "object", "properties": {"path": {"type": "string", "maxLength": 10}}}
+    relation = relation_services.relation_create(user=bob, agent_id=agent.pk, granted_scopes=["filesystem:read"],
+                                                 grant_options={"filesystem:read": {"arguments": {"read_file": short}}})
+    client = browser_for(bob)
+    page = client.get(reverse("portal:connection", args=[relation.pk])).content.decode()
+    assert "Keep this limit: “read_file” only within limits set outside this page" in text_of(page)
+    sent = form_as_shown(page)
+    assert "prefix:read_file:path" not in sent  # not offered over a limit it cannot show
+
+    client.post(reverse("portal:connection", args=[relation.pk]), sent)
+    assert Relation.objects.get(pk=relation.pk).grant_options == {"filesystem:read": {"arguments": {"read_file": short}}}
+
+    client.post(reverse("portal:connection", args=[relation.pk]), {**sent, "keep_limit:read_file": []})
+    assert Relation.objects.get(pk=relation.pk).grant_options == {}
