@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.http import QueryDict
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -40,6 +41,7 @@ DURATION_TEXT: dict[str, Any] = {
 KEEP = "keep"  # the duration choice "as it is now" (a time limit given earlier)
 PREFIX_MAX_CHARS = 256
 ENUM_MAX_VALUES = 20  # more values than this are not offered as checkboxes
+TITLE_MAX_CHARS = 80  # an argument's title as a choice names it (the owner's text)
 _REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
 _ESCAPED = re.compile(r"\\(.)")
 
@@ -82,7 +84,7 @@ def narrowings(tool: dict[str, Any]) -> list[Narrowing]:
     for prop, sub in properties.items():
         if not isinstance(sub, dict):
             continue
-        title = str(sub.get("title") or prop)
+        title = Truncator(str(sub.get("title") or prop)).chars(TITLE_MAX_CHARS)
         enum = sub.get("enum")
         if isinstance(enum, list) and 1 < len(enum) <= ENUM_MAX_VALUES:
             found.append(Narrowing(tool["name"], prop, title, "enum", tuple(enum)))
