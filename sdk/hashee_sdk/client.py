@@ -17,7 +17,8 @@ docs/wire-spec.md §4 "What a device checks":
    between the acknowledged and the current version: ``denied: reauth_required``, that tool
    only) → granted (and not withdrawn on the device by its grant options: a once-grant used,
    past ``until``) → arguments valid under both the consented and the current schema, and
-   inside a narrowed grant (SPEC §5.2) → sensitivity (never below a preset scope's platform level, nor below the consented one)
+   inside a narrowed grant (SPEC §5.2) → sensitivity (never below a preset scope's platform
+   level, nor below the consented one)
    → the prompt (30 s, then ``user_timeout``; at most ``max_waiting_prompts`` waiting per
    agent, past which calls are answered ``user_timeout`` unasked) → the handler within the
    declared ``timeout_ms`` → its result checked against the tool's ``output_schema`` (SPEC
@@ -126,8 +127,6 @@ class PromptRequest:
 
 def _never_group(relation_id: str) -> bool:
     return False
-
-
 
 
 def call_refusal(call: Mapping[str, Any], *, signed_at_ms: int, now_ms: int) -> str | None:
