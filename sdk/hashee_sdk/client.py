@@ -286,6 +286,8 @@ class UserClient(DeviceConsent, FrameConsumer):
             relation = data.get("relation") or {}
             await self._observe_relation(kind, relation)
             self._invalidate(str(relation.get("relation_id")))
+            if kind == EventType.RELATION_UPDATED and self.store.unwithdrawn_once(str(relation.get("relation_id"))):
+                await self._withdraw_spent(str(relation.get("relation_id")))  # the server is reachable again
             if kind != EventType.RELATION_CREATED:  # new grants or a new version: ask again
                 self.policy.forget(agent_id=str(relation.get("agent_id")))
         elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):

@@ -204,6 +204,13 @@ class DeviceConsent:
         self._invalidate(relation_id)
         self.policy.forget(agent_id=str(signed["statement"]["agent_id"]))
 
+    async def retry_withdrawals(self) -> None:
+        """Withdraw again every used once-grant whose signed withdrawal the server has not
+        taken yet (after a restart, or once the server is reachable); the device refuses them
+        meanwhile either way."""
+        for relation_id in self.store.relations_with_unwithdrawn_once():
+            await self._withdraw_spent(relation_id)
+
     async def _withdraw_spent(self, relation_id: str) -> None:
         """After answering the call that used a once-grant: withdraw it with a signed PATCH.
         If the server does not take it, the scope stays refused here, the user is told, and

@@ -326,6 +326,10 @@ class LocalStore:
                                 (relation_id,)).fetchall()
         return frozenset(str(scope) for (scope,) in rows)
 
+    def relations_with_unwithdrawn_once(self) -> list[str]:
+        rows = self._db.execute("SELECT DISTINCT relation_id FROM once_used WHERE withdrawn = 0").fetchall()
+        return sorted(str(relation_id) for (relation_id,) in rows)
+
     def once_withdrawn(self, relation_id: str, scopes: Iterable[str]) -> None:
         self._db.executemany("UPDATE once_used SET withdrawn = 1 WHERE relation_id = ? AND scope = ?",
                              [(relation_id, scope) for scope in scopes])

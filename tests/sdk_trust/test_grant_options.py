@@ -313,3 +313,29 @@ def test_a_grant_past_its_until_or_used_once_is_not_offered_for_withdrawal(optio
 
     assert run(scene.client.unused_grants(now=T0 + 90 * DAY)) == []
     assert "location:read" in scene.server.granted
+
+
+def test_a_refused_withdrawal_is_made_again_once_the_server_takes_it(tmp_path: Path) -> None:
+    scene = Scene(state=tmp_path)
+    run(scene.client.reconsent(RELATION_ID, ALL_SCOPES, grant_options=ONCE))
+    scene.server.offline = True
+    run(scene.call("locate", {}))
+    scene.server.offline = False
+    scene.client = scene.start_client()  # a restart: the device remembers what it owes
+
+    run(scene.client.retry_withdrawals())
+
+    assert scene.server.granted == ["filesystem:read", "notification:send"]
+    assert run(scene.client.reconsent(RELATION_ID, ALL_SCOPES))["granted_scopes"] == sorted(ALL_SCOPES)  # asked again
+
+
+def test_a_relation_event_brings_the_withdrawal_the_server_refused() -> None:
+    scene = Scene()
+    run(scene.client.reconsent(RELATION_ID, ALL_SCOPES, grant_options=ONCE))
+    scene.server.offline = True
+    run(scene.call("locate", {}))
+    scene.server.offline = False
+
+    run(scene.client.handle_frame(scene.server.relation_frame(EventType.RELATION_UPDATED)))
+
+    assert "location:read" not in scene.server.granted
