@@ -67,8 +67,8 @@ def read_grants(granted: Any, options: Any) -> dict[str, ScopeGrant]:
     statement's, or the server's when there is none). A scope without options is granted
     always; options of a scope not in ``granted`` are ignored; ``options`` that are not an
     object make every scope unreadable (the server's field, when it lies in shape)."""
-    scopes = [scope for scope in granted if isinstance(scope, str)] if isinstance(granted, list | tuple
-                                                                                 | frozenset | set) else []
+    listed = granted if isinstance(granted, list | tuple | set | frozenset) else ()
+    scopes = [scope for scope in listed if isinstance(scope, str)]
     if options is None:
         return {scope: ALWAYS for scope in scopes}
     if not isinstance(options, Mapping):
@@ -80,9 +80,9 @@ def _grant(option: Any) -> ScopeGrant:
     if not isinstance(option, Mapping) or not set(option) <= OPTION_KEYS:
         return UNREADABLE
     once, until, arguments = option.get("once", False), option.get("until"), option.get("arguments", {})
-    if once not in (False, True) or type(once) is not bool:
+    if type(once) is not bool:
         return UNREADABLE
-    if until is not None and (type(until) is not int or not 0 <= until <= MAX_SAFE_INTEGER):
+    if "until" in option and (type(until) is not int or not 0 <= until <= MAX_SAFE_INTEGER):
         return UNREADABLE
     if not isinstance(arguments, Mapping) or not all(isinstance(s, Mapping) for s in arguments.values()):
         return UNREADABLE

@@ -36,7 +36,8 @@ def test_a_scope_without_options_is_granted_always_and_options_of_ungranted_scop
 
 
 @pytest.mark.parametrize("option", [
-    {"once": 1}, {"once": "true"}, {"until": "tomorrow"}, {"until": 1.5}, {"until": True}, {"arguments": []},
+    {"once": 1}, {"once": "true"}, {"until": "tomorrow"}, {"until": 1.5}, {"until": True}, {"until": None},
+    {"until": -1}, {"arguments": []},
     {"arguments": {"read_file": "only docs"}}, {"forever": True}, "once", None, [],
 ])
 def test_an_option_the_device_cannot_read_takes_the_scope_away(option: Any) -> None:
