@@ -294,6 +294,44 @@ export class LocalState {
     return Number((await this.store.get(`consent-seq/${part(agentId)}/${part(userId)}`)) ?? 0);
   }
 
+  // --- grant options: once grants used, and when a grant was last used (issue 26) ---------
+
+  /** The scopes whose `once` grant under the statement of `seq` (0: unsigned) was used here. */
+  async onceUsed(relationId: string, seq: number): Promise<Set<string>> {
+    const prefix = `once/${part(relationId)}/`;
+    const used = new Set<string>();
+    for (const key of await this.store.keys(prefix)) {
+      if (Number(await this.store.get(key)) >= seq) used.add(decodeURIComponent(key.slice(prefix.length)));
+    }
+    return used;
+  }
+
+  /** Take the `once` grant of `scope` under the statement of `seq`: true, durably recorded,
+   * when it was not taken before (in this process or an earlier one); false when it was. */
+  useOnce(relationId: string, scope: string, seq: number): Promise<boolean> {
+    return this.serialized(async () => {
+      const key = `once/${part(relationId)}/${part(scope)}`;
+      const taken = await this.store.get(key);
+      if (taken !== undefined && Number(taken) >= seq) return false;
+      await this.store.set(key, seq);
+      return true;
+    });
+  }
+
+  /** When this device last answered a call of `scope`, or first saw it granted (epoch ms; null: neither). */
+  async grantUsedAt(relationId: string, scope: string): Promise<number | null> {
+    const value = await this.store.get(`grant-use/${part(relationId)}/${part(scope)}`);
+    return typeof value === "number" ? value : null;
+  }
+
+  async recordGrantUse(relationId: string, scope: string, atMs: number): Promise<void> {
+    await this.store.set(`grant-use/${part(relationId)}/${part(scope)}`, atMs);
+  }
+
+  async forgetGrantUse(relationId: string, scope: string): Promise<void> {
+    await this.store.delete(`grant-use/${part(relationId)}/${part(scope)}`);
+  }
+
   // --- event cursor -----------------------------------------------------------------
 
   async cursor(name: string): Promise<number | null> {

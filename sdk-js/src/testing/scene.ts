@@ -33,6 +33,7 @@ export class Scene {
 
   static async create(setup?: (scene: Scene) => void): Promise<Scene> {
     const scene = new Scene();
+    scene.server.now = scene.clock;
     setup?.(scene);
     scene.device = scene.startDevice();
     await scene.device.init();
