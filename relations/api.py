@@ -46,6 +46,33 @@ SIGNED_CONSENT_SCHEMA: Final = {
 }
 
 
+GRANT_OPTION_SCHEMA: Final = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "once": {"type": "boolean", "enum": [True],
+                 "description": "good for one tool call: the user's device that answers it withdraws the scope"},
+        "until": {"type": "integer", "minimum": 0, "maximum": 9007199254740991,
+                  "description": "epoch milliseconds, in the future; from then on the scope reads as withdrawn"},
+        "arguments": {"type": "object", "additionalProperties": {"type": "object"},
+                      "description": "per tool of the scope, a JSON Schema (rule 5 of SPEC §3, may stay open) a "
+                                     "call must satisfy as well as the tool's own; the user's device enforces it"},
+    },
+}
+GRANT_OPTIONS_SCHEMA: Final = {
+    "type": "object", "additionalProperties": GRANT_OPTION_SCHEMA,
+    "description": "SPEC §5.2 (v1.2): options keyed by granted scope id; a scope not granted, an unknown option, "
+                   "an `until` not in the future or a tool not in the scope is 400 VALIDATION_ERROR. A PATCH "
+                   "replaces them (none: every grant always). The relation returns them for the scopes it reports "
+                   "granted; a scope past its `until` is left out of both.",
+}
+
+
+@extend_schema_field(GRANT_OPTIONS_SCHEMA)
+class GrantOptionsField(serializers.JSONField):
+    """The options as sent: a consent statement signs them as the request has them, so they
+    are checked (relations.grants) and compared, never converted here."""
+
+
 @extend_schema_field(SIGNED_CONSENT_SCHEMA)
 class SignedConsentField(serializers.JSONField):
     """The device's signed consent, kept exactly as sent: its fields are signed bytes, so
@@ -67,11 +94,13 @@ class StoredConsentField(serializers.JSONField):
 class RelationCreateInput(serializers.Serializer):
     agent_id = serializers.UUIDField()
     granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
+    grant_options = GrantOptionsField(required=False)
     consent_statement = SignedConsentField(required=False)
 
 
 class RelationUpdateInput(serializers.Serializer):
     granted_scopes = serializers.ListField(child=serializers.CharField(max_length=64), max_length=200)
+    grant_options = GrantOptionsField(required=False)
     acknowledged_manifest_version = serializers.IntegerField(required=False, min_value=0)
     acknowledged_manifest_hash = serializers.CharField(required=False, allow_blank=True, max_length=200,
                                                         help_text="SHA-256 (hex) of the version consented to")
@@ -89,6 +118,7 @@ class RelationOutput(serializers.Serializer):
     agent_id = serializers.UUIDField()
     user = serializers.CharField()
     granted_scopes = serializers.ListField(child=serializers.CharField())
+    grant_options = GrantOptionsField()
     pending_scopes = serializers.ListField(child=serializers.CharField())
     status = serializers.ChoiceField(choices=Relation.Status.values)
     acknowledged_manifest_version = serializers.IntegerField()
@@ -129,6 +159,7 @@ class RelationListCreateView(APIView):
         data = validated(RelationCreateInput, json_body(request))
         relation = services.relation_create(user=acting_user(request), agent_id=data["agent_id"],
                                             granted_scopes=data["granted_scopes"],
+                                            grant_options=data.get("grant_options"),
                                             consent_statement=data.get("consent_statement"))
         return Response(services.relation_payload(relation), status=status.HTTP_201_CREATED)
 

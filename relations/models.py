@@ -25,6 +25,9 @@ class Relation(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="relations")
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="relations")
     granted_scopes = models.JSONField(default=list, blank=True)
+    # SPEC §5.2 (v1.2): per granted scope, {"once": true} / {"until": epoch ms} / {"arguments": …}
+    # as the user chose them (relations.grants); a scope past its ``until`` reads as withdrawn.
+    grant_options = models.JSONField(default=dict, blank=True)
     acknowledged_manifest_version = models.PositiveIntegerField(default=0)
     # SPEC §9.3: the hash of that version, so consent names exactly what the user saw.
     acknowledged_manifest_hash = models.CharField(max_length=64, blank=True, default="")

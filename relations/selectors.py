@@ -12,6 +12,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from agents.models import Agent, ManifestVersion
 from hashee.errors import HasheeError
+from relations.grants import expired_scopes
 from relations.models import Relation
 from relations.state import RelationState, VersionEffects, derive_state, effects_of
 from toolcalls import statements
@@ -42,7 +43,8 @@ def relation_states(relations: Iterable[Relation]) -> dict[Any, RelationState]:
     return {r.pk: derive_state(granted=r.granted_scopes, acknowledged=r.acknowledged_manifest_version,
                                revoked=r.revoked_at is not None, declared=declared_scopes(r.agent),
                                history=history.get(r.agent_id, []),
-                               identity_reset=r.acknowledged_identity_resets < r.agent.identity_resets)
+                               identity_reset=r.acknowledged_identity_resets < r.agent.identity_resets,
+                               expired=expired_scopes(r.grant_options))
             for r in relations}
 
 
@@ -90,15 +92,16 @@ def audience_summaries(*, agents: Iterable[Agent]) -> dict[Any, AudienceSummary]
                  for pk, a in by_id.items()}
     groups = list(Relation.objects.filter(agent_id__in=list(by_id), revoked_at__isnull=True)
                   .values_list("agent_id", "acknowledged_manifest_version", "granted_scopes",
-                               "acknowledged_identity_resets")
+                               "acknowledged_identity_resets", "grant_options")
                   .annotate(n=Count("id")).order_by())
     if not groups:
         return summaries
     history = version_effects(agent_ids=by_id, after=min(group[1] for group in groups))
     declared = {pk: declared_scopes(agent) for pk, agent in by_id.items()}
-    for agent_id, acknowledged, granted, resets, n in groups:
+    for agent_id, acknowledged, granted, resets, options, n in groups:
         state = derive_state(granted=granted, acknowledged=acknowledged, revoked=False, declared=declared[agent_id],
-                             history=history.get(agent_id, []), identity_reset=resets < by_id[agent_id].identity_resets)
+                             history=history.get(agent_id, []), identity_reset=resets < by_id[agent_id].identity_resets,
+                             expired=expired_scopes(options))
         summary = summaries[agent_id]
         summary.users += n
         summary.pending += n if state.status == Relation.Status.REAUTH_REQUIRED else 0

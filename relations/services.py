@@ -20,6 +20,7 @@ from eventlog.services import Stamp, event_emit
 from hashee.errors import HasheeError
 from hashee_sdk.core.event_types import EventType
 from relations.consent import consent_asked, consent_verify
+from relations.grants import grant_options_clean, options_for
 from relations.models import Relation
 from relations.selectors import declared_scopes, relation_states
 from toolcalls.keydir_selectors import user_trusted_device_keys
@@ -32,7 +33,8 @@ def relation_payload(relation: Relation) -> dict[str, Any]:
     state = relation_states([relation])[relation.pk]
     return {
         "relation_id": str(relation.pk), "agent_id": str(relation.agent_id), "user": relation.user.username,
-        "granted_scopes": state.granted_scopes, "pending_scopes": state.pending_scopes, "status": state.status,
+        "granted_scopes": state.granted_scopes, "grant_options": options_for(relation.grant_options, state.granted_scopes),
+        "pending_scopes": state.pending_scopes, "status": state.status,
         "acknowledged_manifest_version": relation.acknowledged_manifest_version,
         "acknowledged_manifest_hash": relation.acknowledged_manifest_hash or None,
         "current_manifest_version": relation.agent.capability_manifest_version,
@@ -66,11 +68,12 @@ def _emit(relation: Relation, type: str, *, window_field: str | None = None) -> 
 
 
 def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str],
+                    grant_options: Mapping[str, Any] | None = None,
                     consent_statement: SignedConsent | None = None) -> Relation:
-    """Consent: link a user and an agent with the scopes granted.
+    """Consent: link a user and an agent with the scopes granted (each with its options).
 
-    Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, RELATION_EXISTS,
-    CONSENT_SIGNATURE_INVALID, CONSENT_OUT_OF_ORDER.
+    Raises NOT_FOUND, AGENT_PAUSED, AGENT_DEPRECATED, SCOPE_NOT_DECLARED, VALIDATION_ERROR
+    (grant_options), RELATION_EXISTS, CONSENT_SIGNATURE_INVALID, CONSENT_OUT_OF_ORDER.
     """
     with transaction.atomic():
         agent = Agent.objects.select_for_update().filter(pk=agent_id).first()
@@ -81,12 +84,15 @@ def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str],
         if agent.status == Agent.Status.DEPRECATED:
             raise HasheeError("AGENT_DEPRECATED", "This agent is deprecated and accepts no new relations.")
         scopes = _check_scopes(agent, granted_scopes)
+        options = grant_options_clean(grant_options, granted_scopes=scopes, manifest=agent.capability_manifest)
         if Relation.objects.filter(user=user, agent=agent, revoked_at__isnull=True).exists():
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.")
-        signed = _consent_accept(consent_statement, user=user, agent=agent, granted_scopes=scopes)
+        signed = _consent_accept(consent_statement, user=user, agent=agent, granted_scopes=scopes,
+                                 grant_options=grant_options)
         try:
             with transaction.atomic():
                 relation = Relation.objects.create(user=user, agent=agent, granted_scopes=scopes,
+                                                   grant_options=options,
                                                    **_acknowledgement(agent), **_consent_fields(signed, 0))
         except IntegrityError as exc:
             raise HasheeError("RELATION_EXISTS", "You already have a relation with this agent.") from exc
@@ -95,16 +101,18 @@ def relation_create(*, user: User, agent_id: AgentId, granted_scopes: list[str],
 
 
 def _consent_accept(signed: SignedConsent | None, *, user: User, agent: Agent, granted_scopes: list[str],
-                    revoked: bool = False) -> dict[str, Any] | None:
+                    grant_options: Mapping[str, Any] | None = None, revoked: bool = False) -> dict[str, Any] | None:
     """The checked consent to store (None for an unsigned change): signed by a trusted device
     of ``user``, stating this change to the agent's current manifest, its seq above every one
     of the user's relations with the agent, revoked ones too (so that a new relation cannot
     take an old statement again). The caller holds the agent's row lock, which every signed
-    change of this user and agent takes: two statements cannot both pass with one seq."""
+    change of this user and agent takes: two statements cannot both pass with one seq.
+    ``grant_options`` is compared as the request sent it (SPEC §9.6: the statement signs the
+    request's), not as cleaned for storage."""
     if signed is None:
         return None
     asked = consent_asked(agent_id=agent.pk, user_id=user.get_username(), granted_scopes=granted_scopes,
-                          grant_options=None,  # relations keep no grant_options yet (SPEC §5.2, v1.2)
+                          grant_options=grant_options,
                           acknowledged_manifest_version=agent.capability_manifest_version,
                           acknowledged_manifest_hash=agent.capability_manifest_hash, revoked=revoked)
     last_seq = Relation.objects.filter(user=user, agent=agent).aggregate(last=Max("consent_seq"))["last"] or 0
@@ -126,14 +134,16 @@ def _acknowledgement(agent: Agent) -> dict[str, Any]:
 
 
 def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
+                       grant_options: Mapping[str, Any] | None = None,
                        acknowledged_manifest_version: int | None = None,
                        acknowledged_manifest_hash: str | None = None,
                        consent_statement: SignedConsent | None = None) -> Relation:
-    """Re-consent to the agent's current manifest (and publisher): active again, pending cleared.
+    """Re-consent to the agent's current manifest (and publisher): active again, pending
+    cleared, the grants and their options replaced by these (none given: every grant always).
 
-    Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VERSION_CONFLICT (a stale acknowledged
-    version, or a hash that is not the current version's), CONSENT_SIGNATURE_INVALID,
-    CONSENT_OUT_OF_ORDER.
+    Raises RELATION_REVOKED, SCOPE_NOT_DECLARED, VALIDATION_ERROR (grant_options),
+    VERSION_CONFLICT (a stale acknowledged version, or a hash that is not the current
+    version's), CONSENT_SIGNATURE_INVALID, CONSENT_OUT_OF_ORDER.
     """
     with transaction.atomic():
         relation = Relation.objects.select_for_update().select_related("agent", "user").get(pk=relation.pk)
@@ -153,10 +163,13 @@ def relation_reconsent(*, relation: Relation, granted_scopes: list[str],
                               [{"path": "/acknowledged_manifest_hash", "code": "VERSION_CONFLICT",
                                 "message": f"version {current} has hash {agent.capability_manifest_hash or None}"}])
         scopes = _check_scopes(agent, granted_scopes)
+        options = grant_options_clean(grant_options, granted_scopes=scopes, manifest=agent.capability_manifest)
         # The version and hash the request names, when it names them, are the current ones (checked above).
-        signed = _consent_accept(consent_statement, user=relation.user, agent=agent, granted_scopes=scopes)
+        signed = _consent_accept(consent_statement, user=relation.user, agent=agent, granted_scopes=scopes,
+                                 grant_options=grant_options)
         relation.granted_scopes = scopes
-        changes = {**_acknowledgement(agent), **_consent_fields(signed, relation.consent_seq)}
+        changes = {"grant_options": options, **_acknowledgement(agent),
+                   **_consent_fields(signed, relation.consent_seq)}
         for name, value in changes.items():
             setattr(relation, name, value)
         relation.save(update_fields=["granted_scopes", *changes, "updated_at"])

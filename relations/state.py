@@ -34,11 +34,13 @@ class RelationState:
 
 
 def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, declared: set[str],
-                 history: Iterable[VersionEffects], identity_reset: bool = False) -> RelationState:
+                 history: Iterable[VersionEffects], identity_reset: bool = False,
+                 expired: frozenset[str] = frozenset()) -> RelationState:
     """Effective status, grants and pending scopes of one relation.
 
     ``identity_reset``: the agent's identity key was reset since the user consented — they
     must accept the new publisher (SPEC §9.1); their grants are kept, nothing new is pending.
+    ``expired``: scopes granted until a time that has come (SPEC §5.2): read as withdrawn.
     """
     granted = list(dict.fromkeys(granted))
     if revoked:
@@ -48,7 +50,7 @@ def derive_state(*, granted: Iterable[str], acknowledged: int, revoked: bool, de
     withheld = {s for v in breaking for s in v.withheld_scopes}
     removed = {s for v in later for s in v.removed_scopes}
     pending = sorted({s for v in breaking for s in v.scopes_requiring_reauth} & declared)
-    effective = [s for s in granted if s in declared and s not in withheld and s not in removed]
+    effective = [s for s in granted if s in declared and s not in withheld and s not in removed and s not in expired]
     status = Relation.Status.REAUTH_REQUIRED if breaking or identity_reset else Relation.Status.ACTIVE
     return RelationState(status, effective, pending)
 

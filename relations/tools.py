@@ -19,6 +19,7 @@ from agents.models import Agent, ManifestVersion
 from hashee.errors import HasheeError
 from hashee_sdk.core.toolspec import callable_tools, tool_list
 from portal.presentation import preset_texts
+from relations.grants import expired_scopes
 from relations.models import Relation
 from relations.selectors import relation_with_agent, version_effects
 from relations.state import VersionEffects, derive_state
@@ -41,7 +42,8 @@ def relation_get_for_party(*, relation_id: Any, principal: Any) -> Relation:
 
 
 def relation_callable_scopes(*, relation: Relation) -> frozenset[str]:
-    """Scopes whose tools the agent may call now: granted and not pending re-consent in
+    """Scopes whose tools the agent may call now: granted (and not past a grant's ``until``)
+    and not pending re-consent in
     the relation's derived state (relations.state, as relation_states derives it, with
     the declared scopes from the agent's index instead of its manifest). None while the
     agent is paused (it may send nothing) or once the relation is revoked; a deprecated
@@ -54,7 +56,8 @@ def relation_callable_scopes(*, relation: Relation) -> frozenset[str]:
         history = version_effects(agent_ids=[agent.pk], after=relation.acknowledged_manifest_version)
     declared = {scope for scope in agent.scope_index.split("|") if scope}
     state = derive_state(granted=relation.granted_scopes, acknowledged=relation.acknowledged_manifest_version,
-                         revoked=False, declared=declared, history=history.get(agent.pk, []))
+                         revoked=False, declared=declared, history=history.get(agent.pk, []),
+                         expired=expired_scopes(relation.grant_options))
     return frozenset(state.granted_scopes).difference(state.pending_scopes)
 
 

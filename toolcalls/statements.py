@@ -44,7 +44,7 @@ USER: Part = (User, ("id", "password", "last_login", "is_superuser", "username",
 API_KEY: Part = (ApiKey, ("id", "kind", "user", "agent", "name", "prefix", "key_hash", "created_at",
                           "last_used_at", "revoked_at"))
 ACCESS_TOKEN: Part = (AccessToken, ("id", "key", "prefix", "token_hash", "scopes", "created_at", "expires_at"))
-RELATION: Part = (Relation, ("id", "user", "agent", "granted_scopes", "acknowledged_manifest_version",
+RELATION: Part = (Relation, ("id", "user", "agent", "granted_scopes", "grant_options", "acknowledged_manifest_version",
                              "acknowledged_manifest_hash", "acknowledged_identity_resets", "consent_statement",
                              "consent_seq", "events_from_id", "events_until_id", "created_at", "updated_at",
                              "revoked_at"))
@@ -71,7 +71,8 @@ _ACCESS_TOKENS_BY_PREFIX = """
       AND k.revoked_at IS NULL AND u.is_active"""
 
 _RELATION_COLUMNS = """
-    r.id, r.user_id, r.agent_id, r.granted_scopes, r.acknowledged_manifest_version, r.acknowledged_manifest_hash,
+    r.id, r.user_id, r.agent_id, r.granted_scopes, r.grant_options, r.acknowledged_manifest_version,
+    r.acknowledged_manifest_hash,
     r.acknowledged_identity_resets, r.consent_statement, r.consent_seq, r.events_from_id, r.events_until_id,
     r.created_at, r.updated_at, r.revoked_at"""
 

@@ -51,6 +51,13 @@ def check_output_schema(schema: Any, path: str, report: ReportError) -> None:
     _check_object_schema(schema, "output_schema", path, report, closed=False)
 
 
+def check_narrowing_schema(schema: Any, path: str, report: ReportError) -> None:
+    """Report every violation of a narrowed grant's schema (SPEC §5.2 ``arguments``): the
+    rules and codes of an ``input_schema``, except that it may stay open — it only adds
+    conditions to the tool's own schema, which already closes the arguments."""
+    _check_object_schema(schema, "A narrowing schema", path, report, closed=False)
+
+
 def _check_object_schema(schema: Any, member: str, path: str, report: ReportError, *, closed: bool) -> None:
     if not isinstance(schema, dict):
         report(path, "INVALID_TYPE", f'{member} must be a JSON object: a JSON Schema with "type": "object".')
