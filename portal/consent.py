@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -18,8 +19,17 @@ from agents import selectors as agent_selectors
 from agents.models import Agent
 from hashee.errors import HasheeError
 from hashee_sdk.core.diff import diff_manifests
-from portal.common import AuthenticatedHttpRequest, error_messages, not_found
-from portal.forms import ConsentForm
+from portal.common import AuthenticatedHttpRequest, not_found
+from portal.grant_choices import GrantRequest, grant_request
+from portal.grant_display import (
+    attach_choices,
+    describe_answer,
+    describing,
+    expired_scopes,
+    grant_lines,
+    grants_in_force,
+    problem_messages,
+)
 from portal.presentation import change_rows, group_by_sensitivity, scope_views
 from portal.reconsent import can_now, other_breaking, scope_headlines
 from portal.safety import safety_context
@@ -44,30 +54,52 @@ def discover(request: AuthenticatedHttpRequest) -> HttpResponse:
 
 @login_required
 def connect(request: AuthenticatedHttpRequest, agent_id: uuid.UUID) -> HttpResponse:
-    """The consent page: the agent's scopes grouped by sensitivity; nothing is pre-granted."""
+    """The consent page: the agent's scopes grouped by sensitivity; nothing is pre-granted.
+    Posted with ``X-Hashee-Describe: 1``, it answers what it would send, storing nothing."""
     try:
         agent = agent_selectors.agent_get_visible(agent_id=agent_id, user=request.user)
     except HasheeError:
         return not_found(request)
+    asked, problem = _asked(request, agent.capability_manifest)
+    if describing(request):
+        return describe_answer(asked, problem)
     existing = relation_selectors.live_relation_ids(user=request.user).get(agent.pk)
     if existing is not None:
         return redirect("portal:connection", relation_id=existing)
     views = scope_views(agent.capability_manifest)
-    form = ConsentForm(request.POST if request.method == "POST" else None, scope_ids=[v.id for v in views])
-    if request.method == "POST" and form.is_valid():
+    if asked is not None:
         try:
             relation = relation_services.relation_create(user=request.user, agent_id=agent.pk,
-                                                         granted_scopes=form.cleaned_data["granted_scopes"])
+                                                         granted_scopes=asked.granted_scopes)
         except HasheeError as exc:
-            messages.error(request, " ".join([exc.message, *error_messages(exc.details)]))
+            problem = exc
         else:
-            _connected_message(request, agent, granted=bool(form.cleaned_data["granted_scopes"]) or not views)
+            _connected_message(request, agent, granted=bool(asked.granted_scopes) or not views)
             return redirect("portal:connection", relation_id=relation.pk)
-    chosen = set(request.POST.getlist("granted_scopes")) if form.is_bound else set()
+    _refused(request, problem)
+    data = request.POST if request.method == "POST" else None
+    chosen = set(data.getlist("granted_scopes")) if data is not None else set()
     for view in views:
         view.checked = view.id in chosen
+    attach_choices(views, agent.capability_manifest, data=data, problem=problem, now=timezone.now())
     return render(request, "portal/consent.html", {"agent": agent, "groups": group_by_sensitivity(views),
                                                    "accepting": agent.status == Agent.Status.ENABLED})
+
+
+def _asked(request: HttpRequest, manifest: dict[str, Any] | None,
+           current: dict[str, dict[str, Any]] | None = None) -> tuple[GrantRequest | None, HasheeError | None]:
+    """What a posted consent form asks (None on a GET), or why it cannot be asked."""
+    if request.method != "POST":
+        return None, None
+    try:
+        return grant_request(request.POST, manifest=manifest, now=timezone.now(), current=current), None
+    except HasheeError as exc:
+        return None, exc
+
+
+def _refused(request: HttpRequest, problem: HasheeError | None) -> None:
+    if problem is not None:
+        messages.error(request, " ".join([problem.message, *problem_messages(problem)]))
 
 
 def _connected_message(request: HttpRequest, agent: Agent, *, granted: bool) -> None:
@@ -90,20 +122,31 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
     if found is None:
         return not_found(request)
     relation, agent = found.relation, found.relation.agent
-    views = scope_views(agent.capability_manifest)
-    form = ConsentForm(request.POST if request.method == "POST" else None, scope_ids=[v.id for v in views])
-    if request.method == "POST" and form.is_valid() and relation.is_live:
-        done = _reconsent(request, found, form.cleaned_data["granted_scopes"])
+    now = timezone.now()
+    current = grants_in_force(relation, now=now)
+    asked, problem = _asked(request, agent.capability_manifest, current)
+    if describing(request):
+        return describe_answer(asked, problem)
+    if asked is not None and relation.is_live:
+        done, problem = _reconsent(request, found, asked)
         if done is not None:
             return done
+    _refused(request, problem)
+    views = scope_views(agent.capability_manifest)
     changes = _changes_since_consent(found)
-    asked = can_now(changes, agent.capability_manifest)
-    _mark(views, found, scope_headlines(asked))
+    asked_now = can_now(changes, agent.capability_manifest)
+    _mark(views, found, scope_headlines(asked_now), ran_out=expired_scopes(relation, now=now))
+    if request.method == "POST":  # a refused answer: the page shows what was chosen
+        chosen = set(request.POST.getlist("granted_scopes"))
+        for view in views:
+            view.checked = view.id in chosen
+    attach_choices(views, agent.capability_manifest, data=request.POST if request.method == "POST" else None,
+                   problem=problem, now=now, current=current)
     rows = change_rows(changes)
     return render(request, "portal/connection.html", {
-        "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked,
+        "connection": found, "agent": agent, "groups": group_by_sensitivity(views), "can_now": asked_now,
         "other_breaking": other_breaking(changes), "rows": [r for r in rows if r["breaking"]],
-        "minor": [r for r in rows if not r["breaking"]],
+        "minor": [r for r in rows if not r["breaking"]], "grants": grant_lines(found, now=now),
         **safety_context(relation=relation, side=SafetyVerification.Side.USER),
         "destinations": _destinations_since_consent(found),
         "notes": agent_selectors.change_notes_since(agent=agent, version=relation.acknowledged_manifest_version)
@@ -111,19 +154,19 @@ def connection_detail(request: AuthenticatedHttpRequest, relation_id: uuid.UUID)
         "signed_on": consent_signer(relation=relation)})
 
 
-def _reconsent(request: HttpRequest, found: relation_selectors.Connection, scopes: list[str]) -> HttpResponse | None:
+def _reconsent(request: HttpRequest, found: relation_selectors.Connection,
+               asked: GrantRequest) -> tuple[HttpResponse | None, HasheeError | None]:
     raw = request.POST.get("acknowledged_manifest_version", "")
     try:
-        relation_services.relation_reconsent(relation=found.relation, granted_scopes=scopes,
+        relation_services.relation_reconsent(relation=found.relation, granted_scopes=asked.granted_scopes,
                                              acknowledged_manifest_version=int(raw) if raw.isdigit() else None)
     except HasheeError as exc:
         if exc.code == "VERSION_CONFLICT":
             messages.warning(request, _("The agent changed again while you were reviewing. Here is the latest."))
-            return redirect("portal:connection", relation_id=found.relation.pk)
-        messages.error(request, " ".join([exc.message, *error_messages(exc.details)]))
-        return None
+            return redirect("portal:connection", relation_id=found.relation.pk), None
+        return None, exc
     messages.success(request, _("Permissions updated for %(name)s.") % {"name": found.relation.agent.name})
-    return redirect("portal:connection", relation_id=found.relation.pk)
+    return redirect("portal:connection", relation_id=found.relation.pk), None
 
 
 def _changes_since_consent(found: relation_selectors.Connection) -> list[dict[str, Any]]:
@@ -149,12 +192,14 @@ def _destinations_since_consent(found: relation_selectors.Connection) -> list[st
             if c["rule"] == "NEW_DESTINATION_IN_TEXT"]
 
 
-def _mark(views: list[Any], found: relation_selectors.Connection, headlines: dict[str, str]) -> None:
+def _mark(views: list[Any], found: relation_selectors.Connection, headlines: dict[str, str], *,
+          ran_out: dict[str, int]) -> None:
     """Tick what is granted now and needs no answer (a permission that needs one is never
-    pre-ticked, as a narrowing leaves it granted but paused); flag what changed, and why."""
+    pre-ticked, as a narrowing leaves it granted but paused; one whose time ran out is
+    withdrawn); flag what changed, and why."""
     for view in views:
         view.changed = view.id in found.state.pending_scopes
-        view.checked = view.id in found.state.granted_scopes and not view.changed
+        view.checked = view.id in found.state.granted_scopes and not view.changed and view.id not in ran_out
         view.reasons = [headlines[view.id]] if view.id in headlines else []
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -56,12 +54,3 @@ class KeyCreateForm(OnceForm):
     name = forms.CharField(label=_("Label"), max_length=100, required=False,
                            widget=forms.TextInput(attrs={"placeholder": _("e.g. production runtime")}))
 
-
-class ConsentForm(forms.Form):
-    """The scopes a user grants; the choices are the agent's declared scopes."""
-
-    granted_scopes = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
-
-    def __init__(self, *args: Any, scope_ids: list[str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        cast(forms.MultipleChoiceField, self.fields["granted_scopes"]).choices = [(s, s) for s in scope_ids]

@@ -82,6 +82,7 @@ class ScopeView:
     checked: bool = False
     changed: bool = False
     reasons: list[str] = field(default_factory=list)
+    choices: Any = None  # how long and how narrowly (portal.grant_display.ScopeChoices)
 
     @property
     def sensitivity_label(self) -> str:
