@@ -645,6 +645,12 @@ export class Device {
     }
   }
 
+  /** The user keeps a grant reported unused: the 90 days start again from now. */
+  async keepGrant(relationId: string, scope: string): Promise<void> {
+    await this.init();
+    await this.state.recordGrantUse(relationId, scope, this.clock());
+  }
+
   /** The once grants used here under the newest statement (or the unsigned consent). */
   private async usedOnce(relationId: string): Promise<Set<string>> {
     const newest = await this.views.consents.newest(relationId);

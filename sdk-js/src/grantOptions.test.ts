@@ -186,6 +186,10 @@ test("a high-sensitivity grant unused for 90 days is reported, a used one is not
   assert.deepEqual(statuses(await scene.call("locate", {}, WAIT)), [["ok", null]]);
   assert.deepEqual(await scene.device.unusedGrants({ now: scene.nowMs + 89 * DAY_MS }), []);
   assert.equal((await scene.device.unusedGrants({ days: 30, now: scene.nowMs + 30 * DAY_MS })).length, 1);
+  scene.nowMs += 10 * DAY_MS;
+  assert.equal((await scene.device.unusedGrants({ days: 30, now: scene.nowMs + 29 * DAY_MS })).length, 1);
+  await scene.device.keepGrant(RELATION_ID, "location:read"); // bob keeps it: the days count from now again
+  assert.deepEqual(await scene.device.unusedGrants({ days: 30, now: scene.nowMs + 29 * DAY_MS }), []);
   await scene.device.withdraw(RELATION_ID, "location:read");
   assert.deepEqual(scene.server.granted, ["filesystem:read", "notification:send"]);
   assert.deepEqual(scene.server.consentStatement.statement.granted_scopes, ["filesystem:read", "notification:send"]);

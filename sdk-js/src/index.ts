@@ -5,7 +5,7 @@
  */
 export * from "./errors.js";
 export { b64decode, b64encode, b64url, b64urlDecode } from "./encoding.js";
-export { canonicalize, canonicalHash, canonicalText, sha256Hex, type Json, type JsonObject } from "./canonical.js";
+export { canonicalize, canonicalHash, canonicalText, isJsonObject, sha256Hex, type Json, type JsonObject } from "./canonical.js";
 export * from "./wire.js";
 export { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
 export {
