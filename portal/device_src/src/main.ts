@@ -166,6 +166,10 @@ class DevicePage {
    * has not used, each with "Withdraw" (a signed PATCH) and "Keep". */
   private renderUnused(grants: readonly UnusedGrant[]): void {
     let notice = this.root.querySelector<HTMLElement>("[data-unused-grants]");
+    if (grants.length === 0) { // nothing to say: no text of it on the page, not even hidden
+      notice?.remove();
+      return;
+    }
     if (notice === null) {
       notice = document.createElement("section");
       notice.className = "banner banner-warn";
@@ -173,7 +177,6 @@ class DevicePage {
       notice.setAttribute("role", "status");
       one(this.root, '[data-view="approved"]').prepend(notice);
     }
-    notice.hidden = grants.length === 0;
     const title = document.createElement("strong");
     title.textContent = say(this.texts, "unused_title", { days: UNUSED_GRANT_DAYS });
     const intro = document.createElement("span");
