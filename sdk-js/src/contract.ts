@@ -3,11 +3,12 @@
  * and the `tool_response` artifacts (sdk/hashee_sdk/contract.py and consent.py).
  *
  * {@link decide} answers, in this order: group → `tool_not_supported_in_group`; not
- * declared → `tool_not_declared`; relation revoked → `permission_revoked`; the newest
- * verified consent statement not giving the scope, or a relation the device knows revoked →
+ * declared → `tool_not_declared`; relation revoked → `permission_revoked`; a relation the
+ * device knows revoked → `consent_unverified`; a grant its options end (a `once` grant used,
+ * past `until` by the device's clock, an option the device cannot read) → `scope_not_granted`,
+ * whatever the server says; the newest verified consent statement not giving the scope →
  * `consent_unverified`; the tool's scope pending re-consent → `reauth_required` (that tool
- * only); the declared scope not granted, the call claiming another, or a grant option that
- * ends it (past `until` by the device's clock, a `once` grant used) → `scope_not_granted`;
+ * only); the declared scope not granted, or the call claiming another → `scope_not_granted`;
  * arguments failing the schema the user consented to or the current one → `error:
  * TOOL_INVALID_ARGUMENTS`; arguments outside the grant's narrowing (`arguments[tool]`) →
  * `scope_not_granted` with details; then the sensitivity policy → run (silent) or prompt. Sensitivity never falls below a preset scope's platform
@@ -124,16 +125,17 @@ export interface DecideContext {
   readonly consentRevoked?: boolean;
   /** The grant options the user gave, per scope (SPEC §5.2 v1.2). */
   readonly grants?: ReadonlyMap<string, CompiledGrant>;
-  /** The `once` grants this device has used already. */
+  /** Scopes whose `once` grant this device used: refused whatever the server says (a later
+   * statement that grants the scope again gives a new once). */
   readonly onceUsed?: ReadonlySet<string>;
 }
 
 const NOT_GRANTED: Decision = { outcome: "denied", reason: "scope_not_granted" };
 
-/** Whether the grant's options end it now: unreadable, past `until`, or a `once` used. */
+/** Whether the grant's options end it now: its `once` used, unreadable, or past `until`. */
 function grantEnded(grant: CompiledGrant | undefined, scope: string, context: DecideContext): boolean {
-  if (grant === undefined) return false;
-  return grant.unreadable || (grant.untilMs !== null && context.nowMs >= grant.untilMs) || (grant.once && context.onceUsed?.has(scope) === true);
+  if (context.onceUsed?.has(scope)) return true;
+  return grant !== undefined && (grant.unreadable || (grant.untilMs !== null && context.nowMs >= grant.untilMs));
 }
 
 /** `denied: scope_not_granted` with details when the arguments fall outside the grant's narrowing of the tool. */
@@ -151,12 +153,12 @@ export function decide(call: JsonObject, context: DecideContext): Decision {
   const tool = typeof name === "string" ? context.manifest.tools.get(name) : undefined;
   if (tool === undefined) return { outcome: "denied", reason: "tool_not_declared" };
   if (context.revoked) return { outcome: "denied", reason: "permission_revoked" };
-  if (context.consentRevoked || context.unbacked?.has(tool.scope)) return { outcome: "denied", reason: "consent_unverified" };
-  if (context.pending?.has(tool.scope)) return { outcome: "denied", reason: "reauth_required" };
+  if (context.consentRevoked) return { outcome: "denied", reason: "consent_unverified" };
   const grant = context.grants?.get(tool.scope);
-  if (!context.granted.has(tool.scope) || call["permission_scope"] !== tool.scope || grantEnded(grant, tool.scope, context)) {
-    return NOT_GRANTED;
-  }
+  if (grantEnded(grant, tool.scope, context)) return NOT_GRANTED;
+  if (context.unbacked?.has(tool.scope)) return { outcome: "denied", reason: "consent_unverified" };
+  if (context.pending?.has(tool.scope)) return { outcome: "denied", reason: "reauth_required" };
+  if (!context.granted.has(tool.scope) || call["permission_scope"] !== tool.scope) return NOT_GRANTED;
   if (tool.input === null) return { outcome: "error", reason: "TOOL_PLATFORM_ERROR", details: [], tool };
   const args = call["arguments"];
   if (!tool.input.isValid(args)) {

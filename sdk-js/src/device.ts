@@ -101,6 +101,18 @@ export interface DeviceOptions {
   readonly isGroup?: (relationId: string) => boolean;
   readonly promptTimeoutMs?: number;
   readonly webSocket?: WebSocketConstructor | null;
+  /** Told what the device tells its user beside prompts (a once grant not withdrawn, a grant unused for long). */
+  readonly onNotice?: (notice: DeviceNotice) => void;
+}
+
+/** Something the device tells its user that is not a prompt (sdk/hashee_sdk/client.py's Notice). */
+export interface DeviceNotice {
+  readonly kind: "once_not_withdrawn" | "unused_grant";
+  readonly relationId: string;
+  readonly agentId: string;
+  readonly scope: string;
+  /** in words, English */
+  readonly text: string;
 }
 
 /** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is.
@@ -314,6 +326,7 @@ export class Device {
       const generation = this.generation;
       view = await this.views.fetch(this.transport, relationId);
       if (view.consentProblem) await this.reportConsent(relationId, view.agentId, view.consentProblem);
+      await this.noteGrants(view);
       if (generation === this.generation) this.cachedViews.set(relationId, view);
     }
     return view;
@@ -466,7 +479,7 @@ export class Device {
   }
 
   private async decide(view: RelationView, call: JsonObject, subject: PolicySubject): Promise<Decision> {
-    const onceUsed = await this.state.onceUsed(view.relationId, view.consentSeq);
+    const onceUsed = await this.spent(view);
     return decide(call, { manifest: view.manifest, granted: view.granted, inGroup: this.options.isGroup?.(view.relationId) ?? false,
       policy: this.policy, subject, nowMs: this.clock(), revoked: view.revoked, pending: view.pending, unconfirmed: view.unconfirmed,
       unbacked: view.unbacked, consentRevoked: view.consentRevoked, grants: view.grants, onceUsed });
@@ -639,6 +652,9 @@ export class Device {
       console.warn(`hashee device: the once grant of ${[...scopes].join(", ")} in relation ${relationId} was used; `
         + `withdrawing it failed (${code}): it stays refused on this device`);
       for (const scope of scopes) {
+        this.notice("once_not_withdrawn", relationId, this.cachedViews.get(relationId)?.agentId ?? "", scope, `${scope} was granted `
+          + `only this time and has been used: this device refuses it from now on, but the server did not take its withdrawal `
+          + `(${code}). Your next consent leaves it out.`);
         await this.audit.record({ call_id: `withdraw:${relationId}`.slice(0, 160), agent_id: this.cachedViews.get(relationId)?.agentId ?? "",
           tool_name: "", scope, arguments: null, status: WITHDRAW_FAILED, reason: code, nowMs: this.clock() });
       }
@@ -651,10 +667,41 @@ export class Device {
     await this.state.recordGrantUse(relationId, scope, this.clock());
   }
 
-  /** The once grants used here under the newest statement (or the unsigned consent). */
+  /** The once grants used here under the newest statement (or the unsigned consent): not
+   * withdrawn by a statement signed since. */
   private async usedOnce(relationId: string): Promise<Set<string>> {
-    const newest = await this.views.consents.newest(relationId);
-    return this.state.onceUsed(relationId, Number(newest?.["seq"] ?? 0));
+    const seq = Number((await this.views.consents.newest(relationId))?.["seq"] ?? 0);
+    return new Set([...await this.state.onceUsed(relationId)].filter(([, used]) => used >= seq).map(([scope]) => scope));
+  }
+
+  /** The scopes whose once grant is spent: used under the consent in force, or under an
+   * earlier one and not granted again since. Refused whatever the server says. */
+  private async spent(view: RelationView): Promise<Set<string>> {
+    const given = view.signedScopes ?? view.granted;
+    return new Set([...await this.state.onceUsed(view.relationId)]
+      .filter(([scope, used]) => used >= view.consentSeq || !given.has(scope)).map(([scope]) => scope));
+  }
+
+  /** When each grant was first seen (the 90-day notice counts from it when it is never used). */
+  private async noteGrants(view: RelationView): Promise<void> {
+    if (view.manifestVersion === null) return;
+    await this.state.noteGrants(view.relationId, view.signedScopes ?? view.granted, view.consentTs ?? this.clock());
+    if (view.signedScopes === null) {
+      const used = await this.state.onceUsed(view.relationId);
+      await this.state.forgetUnsignedOnce(view.relationId, [...used.keys()].filter((s) => !view.granted.has(s)));
+    }
+  }
+
+  private notice(kind: DeviceNotice["kind"], relationId: string, agentId: string, scope: string, text: string): void {
+    const key = `${relationId} ${kind}:${scope}`;
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    console.warn(`hashee device: notice to the user: ${text}`);
+    try {
+      this.options.onNotice?.({ kind, relationId, agentId, scope, text });
+    } catch (error) {
+      console.warn(`hashee device: onNotice failed: ${(error as Error).name}`); // a broken callback never stops the device
+    }
   }
 
   /** The granted scopes of high sensitivity this device has not used for `days` (90): neither
@@ -670,13 +717,16 @@ export class Device {
       const view = await this.relation(relation.relation_id, true);
       for (const scope of [...view.granted].sort()) {
         if (view.unbacked.has(scope) || view.pending.has(scope) || !highScope(view, scope)) continue;
-        let since = await this.state.grantUsedAt(view.relationId, scope);
-        if (since === null) { // never used here: from the statement that granted it, else from now
-          since = view.consentTs ?? nowMs;
-          await this.state.recordGrantUse(view.relationId, scope, since);
+        const since = await this.state.grantUsedAt(view.relationId, scope); // noted when the view was read
+        if (since !== null && nowMs - since >= limitMs) {
+          found.push({ relationId: view.relationId, agentId: view.agentId, agentName: view.agentName, scope, since });
         }
-        if (nowMs - since >= limitMs) found.push({ relationId: view.relationId, agentId: view.agentId, agentName: view.agentName, scope, since });
       }
+    }
+    for (const unused of found) {
+      const days = Math.floor((nowMs - unused.since) / DAY_MS);
+      this.notice("unused_grant", unused.relationId, unused.agentId, unused.scope, `${unused.agentName || `agent ${unused.agentId}`} `
+        + `has not used ${unused.scope} for ${days} days. You can withdraw it: it is asked again if the agent needs it later.`);
     }
     return found;
   }

@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { JsonObject } from "./canonical.js";
 import { compileManifest, decide, type DecideContext } from "./contract.js";
+import type { DeviceNotice } from "./device.js";
 import { compileGrants } from "./grants.js";
 import { SensitivityPolicy } from "./policy.js";
 import { ALL_SCOPES, manifest, RELATION_ID } from "./testing/fakeServer.js";
@@ -44,6 +45,12 @@ test("decide() ends a grant past its until, a once grant used, and an option it 
     ["an unknown option", { "notification:send": { forever: true } }, {}, "denied: scope_not_granted"],
     ["an option that is not an object", { "notification:send": true }, {}, "denied: scope_not_granted"],
     ["another scope's option", { "filesystem:read": { until: 0 } }, {}, "run"],
+    // ended by its options before anything the server says is looked at (as the Python device decides)
+    ["used once, and the statement does not give it", {}, { onceUsed: new Set(["notification:send"]), unbacked: new Set(["notification:send"]) },
+      "denied: scope_not_granted"],
+    ["past until, and pending re-consent", { "notification:send": { until: 5 } }, { pending: new Set(["notification:send"]) },
+      "denied: scope_not_granted"],
+    ["the statement does not give it", {}, { unbacked: new Set(["notification:send"]) }, "denied: consent_unverified"],
   ];
   for (const [label, options, extra, expected] of table) assert.equal(outcome(notify, context(options, extra)), expected, label);
 });
@@ -91,12 +98,16 @@ test("Only this time: the first call is answered, the scope is withdrawn with a 
 });
 
 test("a once grant used stays used when the withdrawal fails, after a restart, whatever the server says", async () => {
+  const notices: DeviceNotice[] = [];
   const scene = await granted({ "notification:send": { once: true } });
+  scene.device = scene.startDevice(undefined, undefined, (n) => notices.push(n));
   scene.server.refusePatch = "VERSION_CONFLICT";
   await quietly(async () => assert.deepEqual(statuses(await scene.call("notify", { title: "once" }, WAIT)), [["ok", null]]));
   assert.ok(scene.server.granted.includes("notification:send")); // the server still grants it
   const told = (await scene.device.audit.entries()).filter((e) => e.status === "withdraw_failed");
   assert.deepEqual(told.map((e) => [e.scope, e.reason]), [["notification:send", "VERSION_CONFLICT"]]);
+  assert.deepEqual(notices.map((n) => [n.kind, n.scope]), [["once_not_withdrawn", "notification:send"]]);
+  assert.match(notices[0]!.text, /only this time and has been used/);
   // a restarted device, and a server that drops the option: still used
   scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ grant_options: {} }));
   scene.device = scene.startDevice();
@@ -182,6 +193,8 @@ test("a high-sensitivity grant unused for 90 days is reported, a used one is not
   assert.deepEqual(await scene.device.unusedGrants({ now: scene.nowMs + 89 * DAY_MS }), []);
   const late = await scene.device.unusedGrants({ now: scene.nowMs + 90 * DAY_MS });
   assert.deepEqual(late.map((g) => [g.relationId, g.scope, g.since]), [[RELATION_ID, "location:read", scene.nowMs]]);
+  assert.deepEqual(scene.notices.map((n) => [n.kind, n.scope]), [["unused_grant", "location:read"]]);
+  assert.match(scene.notices[0]!.text, /has not used location:read for 90 days/);
   scene.nowMs += 60 * DAY_MS;
   assert.deepEqual(statuses(await scene.call("locate", {}, WAIT)), [["ok", null]]);
   assert.deepEqual(await scene.device.unusedGrants({ now: scene.nowMs + 89 * DAY_MS }), []);

@@ -56,6 +56,6 @@ export {
 } from "./views.js";
 export {
   callRefusal, Device, UNUSED_GRANT_DAYS, withDeadline, type CallContext, type DeviceOptions, type PromptAnswer, type PromptRequest,
-  type ToolHandler, type UnusedGrant,
+  type ToolHandler, type UnusedGrant, type DeviceNotice,
 } from "./device.js";
 export { Agent, toolAnswerFrom, type AgentOptions, type ToolAnswer } from "./agent.js";

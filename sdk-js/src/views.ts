@@ -143,8 +143,9 @@ export interface RelationView {
    * or the server's when there is none (they can only narrow), for the granted scopes. */
   readonly grantOptions: JsonObject;
   readonly grants: ReadonlyMap<string, CompiledGrant>;
-  /** The newest verified statement's seq and ts (0 and null: never signed). */
+  /** The newest verified statement's seq, ts and scopes (0, null, null: never signed). */
   readonly consentSeq: number;
+  readonly signedScopes: ReadonlySet<string> | null;
   readonly consentTs: number | null;
   /** The version and hash the user last consented to (what a withdrawal acknowledges again). */
   readonly consented: { readonly version: number; readonly hash: string } | null;
@@ -186,7 +187,7 @@ export class RelationViews {
       console.warn(`hashee: relation ${relationId}: the server's answer is not believed: ${error.message}`);
       return { relationId, agentId: (await this.state.pinnedAgent(relationId)) ?? "", agentName: "", granted: new Set(), revoked: false,
         manifest: EMPTY, manifestVersion: null, pending: new Set(), unconfirmed: new Set(), unverified: error.message, safetyNumber: null,
-        unbacked: new Set(), consentRevoked: false, consentProblem: "", ...NO_GRANTS, consentSeq: 0, consentTs: null };
+        unbacked: new Set(), consentRevoked: false, consentProblem: "", ...NO_GRANTS, consentSeq: 0, consentTs: null, signedScopes: null };
     }
     const agentId: string = relation.agent_id;
     const believed = await this.believe(relationId, agentId, relation);
@@ -196,6 +197,7 @@ export class RelationViews {
       relationId, agentId, agentName: String(agent?.name ?? ""), granted, ...(await this.revocation(relationId, relation, believed.statement)),
       consentProblem: believed.problem || options.problem, consentSeq: Number(believed.statement?.["seq"] ?? 0),
       consentTs: believed.statement === null ? null : Number(believed.statement["ts"]),
+      signedScopes: believed.statement === null ? null : new Set((believed.statement["granted_scopes"] as string[]) ?? []),
     };
     let identity: PublicJwk | null;
     let current: VerifiedManifest;
