@@ -70,7 +70,8 @@ def connect(request: AuthenticatedHttpRequest, agent_id: uuid.UUID) -> HttpRespo
     if asked is not None:
         try:
             relation = relation_services.relation_create(user=request.user, agent_id=agent.pk,
-                                                         granted_scopes=asked.granted_scopes)
+                                                         granted_scopes=asked.granted_scopes,
+                                                         grant_options=asked.grant_options)
         except HasheeError as exc:
             problem = exc
         else:
@@ -159,6 +160,7 @@ def _reconsent(request: HttpRequest, found: relation_selectors.Connection,
     raw = request.POST.get("acknowledged_manifest_version", "")
     try:
         relation_services.relation_reconsent(relation=found.relation, granted_scopes=asked.granted_scopes,
+                                             grant_options=asked.grant_options,
                                              acknowledged_manifest_version=int(raw) if raw.isdigit() else None)
     except HasheeError as exc:
         if exc.code == "VERSION_CONFLICT":

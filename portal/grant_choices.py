@@ -8,9 +8,9 @@ the page would have sent cannot differ.
 
 A narrowing is offered for a tool's top-level arguments only: a string → "only when it starts
 with …" (a ``pattern`` anchored at the start), an ``enum`` → the values the person allows. The
-schema made of them lists every argument of the tool and stays closed, so it obeys the limits
-of an ``input_schema`` (SPEC §3 rule 5) and is read back by the same function to show the
-person what they chose.
+schema made of them names only those arguments; it obeys the limits
+of a narrowing (relations.grants) and is read back by the same function to show the person
+what they chose.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.http import QueryDict
+from django.utils.text import Truncator
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from hashee.errors import HasheeError
 from hashee_sdk.core.canonical import pointer_token
+from relations.grants import grant_options_clean
 
 DURATIONS: dict[str, timedelta] = {"1h": timedelta(hours=1), "1d": timedelta(days=1), "1w": timedelta(weeks=1)}
 DURATION_TEXT: dict[str, Any] = {
@@ -39,6 +41,7 @@ DURATION_TEXT: dict[str, Any] = {
 KEEP = "keep"  # the duration choice "as it is now" (a time limit given earlier)
 PREFIX_MAX_CHARS = 256
 ENUM_MAX_VALUES = 20  # more values than this are not offered as checkboxes
+TITLE_MAX_CHARS = 80  # an argument's title as a choice names it (the owner's text)
 _REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
 _ESCAPED = re.compile(r"\\(.)")
 
@@ -81,7 +84,7 @@ def narrowings(tool: dict[str, Any]) -> list[Narrowing]:
     for prop, sub in properties.items():
         if not isinstance(sub, dict):
             continue
-        title = str(sub.get("title") or prop)
+        title = Truncator(str(sub.get("title") or prop)).chars(TITLE_MAX_CHARS)
         enum = sub.get("enum")
         if isinstance(enum, list) and 1 < len(enum) <= ENUM_MAX_VALUES:
             found.append(Narrowing(tool["name"], prop, title, "enum", tuple(enum)))
@@ -115,21 +118,15 @@ def prefix_of(pattern: Any) -> str | None:
     return prefix if prefix_pattern(prefix) == pattern else None
 
 
-def arguments_schema(tool: dict[str, Any], prefixes: dict[str, str], allowed: dict[str, list[Any]]) -> dict[str, Any]:
-    """One schema a call of ``tool`` must also satisfy: its string arguments starting with
-    ``prefixes``, its enum arguments among ``allowed``; every other argument as the tool says."""
-    declared = tool.get("input_schema", {})
-    properties: dict[str, Any] = {p: True for p in declared.get("properties", {})}
-    for prop, prefix in prefixes.items():
-        properties[prop] = {"type": "string", "pattern": prefix_pattern(prefix)}
-    for prop, values in allowed.items():
-        properties[prop] = {"enum": values}
+def arguments_schema(prefixes: dict[str, str], allowed: dict[str, list[Any]]) -> dict[str, Any]:
+    """One schema a call of a tool must also satisfy: its string arguments starting with
+    ``prefixes``, its enum arguments among ``allowed``. It stays open: the tool's own schema
+    closes the arguments, and every argument it does not name stays as the tool says."""
+    properties: dict[str, Any] = {p: {"type": "string", "pattern": prefix_pattern(v)} for p, v in prefixes.items()}
+    properties.update({p: {"enum": values} for p, values in allowed.items()})
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if prefixes:
         schema["required"] = sorted(prefixes)
-    if isinstance(declared.get("patternProperties"), dict):
-        schema["patternProperties"] = {p: True for p in declared["patternProperties"]}
-    schema["additionalProperties"] = False
     return schema
 
 
@@ -157,11 +154,15 @@ def read_back(tool: dict[str, Any], schema: Any) -> ReadBack:
             found.prefixes[narrowing.prop] = prefix
         elif narrowing.kind == "enum" and isinstance(sub.get("enum"), list):
             found.allowed[narrowing.prop] = sub["enum"]
-    found.ours = arguments_schema(tool, found.prefixes, found.allowed) == schema
+    found.ours = arguments_schema(found.prefixes, found.allowed) == schema
     return found
 
 
 # --- the form → the request ----------------------------------------------------------------------
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
 
 def _pointer(*tokens: str) -> str:
     return "".join("/" + pointer_token(t) for t in tokens)
@@ -201,6 +202,8 @@ def grant_request(data: QueryDict, *, manifest: dict[str, Any] | None, now: date
             options[scope] = chosen
     if problems.details:
         raise HasheeError("VALIDATION_ERROR", _("Some choices cannot be granted as they are."), problems.details)
+    # The services' own check, so a device never signs what the server would refuse.
+    grant_options_clean(options, granted_scopes=scopes, manifest=manifest, now=_ms(now))
     return GrantRequest(granted_scopes=sorted(scopes), grant_options=options)
 
 
@@ -213,9 +216,12 @@ def _scope_options(data: QueryDict, scope: str, manifest: dict[str, Any] | None,
     elif duration == "once":
         chosen["once"] = True
     elif duration in DURATIONS:
-        chosen["until"] = int((now + DURATIONS[duration]).timestamp() * 1000)
-    elif duration == KEEP and isinstance(current.get("until"), int):
+        chosen["until"] = _ms(now + DURATIONS[duration])
+    elif duration == KEEP and isinstance(current.get("until"), int) and current["until"] > _ms(now):
         chosen["until"] = current["until"]
+    elif duration == KEEP:
+        problems.add(_pointer("grant_options", scope, "until"), "INVALID_VALUE",
+                     _("The time you chose before has passed: choose how long again."))
     elif duration != "always":
         problems.add(_pointer("grant_options", scope), "INVALID_VALUE", _("Choose how long you allow it."))
     arguments = {}
@@ -251,7 +257,7 @@ def _tool_arguments(data: QueryDict, scope: str, tool: dict[str, Any], current: 
         values = _allowed_values(data, narrowing, kept.allowed.get(narrowing.prop), at, problems)
         if values is not None and len(values) < len(narrowing.values):
             allowed[narrowing.prop] = values
-    return arguments_schema(tool, prefixes, allowed) if prefixes or allowed else None
+    return arguments_schema(prefixes, allowed) if prefixes or allowed else None
 
 
 def _allowed_values(data: QueryDict, narrowing: Narrowing, kept: list[Any] | None, at: str,

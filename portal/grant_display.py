@@ -11,6 +11,8 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse, QueryDict
 from django.utils import dateformat, timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
@@ -61,8 +63,7 @@ def _ms(now: datetime) -> int:
 
 
 def stored_options(relation: Relation) -> dict[str, dict[str, Any]]:
-    options = getattr(relation, "grant_options", None)
-    return options if isinstance(options, dict) else {}
+    return relation.grant_options if isinstance(relation.grant_options, dict) else {}
 
 
 def expired(options: dict[str, Any], now: datetime) -> bool:
@@ -94,8 +95,8 @@ def when_text(epoch_ms: int) -> str:
 
 
 def option_words(scope: str, options: dict[str, Any], manifest: dict[str, Any] | None) -> list[str]:
-    """One scope's grant options in plain words, each a line."""
-    words = []
+    """One scope's grant options in plain words, each a line (safe HTML: names as code)."""
+    words: list[str] = []
     if options.get("once") is True:
         words.append(_("Only this time"))
     if isinstance(options.get("until"), int):
@@ -107,20 +108,30 @@ def option_words(scope: str, options: dict[str, Any], manifest: dict[str, Any] |
     return words
 
 
-def _argument_words(tool: dict[str, Any], schema: Any, *, named: bool) -> list[str]:
+def _code(text: Any) -> SafeString:
+    return format_html("<code>{}</code>", text)
+
+
+def _said(text: str, **values: Any) -> SafeString:
+    """Our (translated) ``text`` with each value escaped, as code: names and values are the
+    owner's or the user's, never words of ours to translate."""
+    return mark_safe(text % {k: _code(v) for k, v in values.items()})  # noqa: S308 - values escaped by _code
+
+
+def _argument_words(tool: dict[str, Any], schema: Any, *, named: bool) -> list[SafeString]:
     found = read_back(tool, schema)
     if not found.ours:
-        return [_("“%(tool)s” only within limits set outside this page") % {"tool": tool["name"]}]
+        return [_said(_("“%(tool)s” only within limits set outside this page"), tool=tool["name"])]
     titles = {n.prop: n.title for n in narrowings(tool)}
-    words = [_("Only when %(arg)s starts with %(prefix)s") % {"arg": titles.get(p, p), "prefix": prefix}
+    words = [_said(_("Only when %(arg)s starts with %(prefix)s"), arg=titles.get(p, p), prefix=prefix)
              for p, prefix in found.prefixes.items()]
     for prop, values in found.allowed.items():
         texts = [value_text(v) for v in values]
-        words.append(_("Only when %(arg)s is %(value)s") % {"arg": titles.get(prop, prop), "value": texts[0]}
+        words.append(_said(_("Only when %(arg)s is %(value)s"), arg=titles.get(prop, prop), value=texts[0])
                      if len(texts) == 1 else
-                     _("Only when %(arg)s is one of: %(values)s") % {"arg": titles.get(prop, prop),
-                                                                      "values": ", ".join(texts)})
-    return [f"{tool['name']}: {w}" for w in words] if named else words
+                     _said(_("Only when %(arg)s is one of: %(values)s"), arg=titles.get(prop, prop),
+                           values=", ".join(texts)))
+    return [format_html("{}: {}", _code(tool["name"]), w) for w in words] if named else words
 
 
 @dataclass
@@ -209,7 +220,7 @@ def _durations(scope: str, options: dict[str, Any], data: QueryDict | None, now:
 def _tool_choices(tool: dict[str, Any], current: Any, data: QueryDict | None) -> ToolChoices:
     choices = ToolChoices(name=tool["name"], description=fallback_text(tool.get("description_fallback")))
     if current is not None and not read_back(tool, current).ours:
-        choices.kept_limit = " · ".join(_argument_words(tool, current, named=False))
+        choices.kept_limit = mark_safe(" · ".join(_argument_words(tool, current, named=False)))  # noqa: S308 - each escaped
         return choices
     kept = read_back(tool, current) if current is not None else ReadBack()
     for narrowing in narrowings(tool):

@@ -14,6 +14,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
@@ -26,6 +27,7 @@ from hashee.api import acting_user, validated
 from hashee.errors import HasheeError
 from hashee_sdk.core.strictjson import MalformedJSON, loads_strict
 from portal.common import AuthenticatedHttpRequest, agent_owner_view, not_found
+from portal.grant_display import grant_lines
 from relations import selectors as relation_selectors
 from relations.models import Relation, SafetyVerification
 from relations.safety import safety_mark_of, safety_verification_mark
@@ -74,6 +76,7 @@ def agent_user(request: HttpRequest, agent: Agent, relation_id: uuid.UUID) -> Ht
         [relation])[relation.pk])
     return render(request, "portal/agents/user.html", {
         "agent": agent, "tab": "users", "connection": connection, "signed_on": consent_signer(relation=relation),
+        "grants": [g for g in grant_lines(connection, now=timezone.now()) if g.words or g.expired_at],
         **safety_context(relation=relation, side=SafetyVerification.Side.OWNER)})
 
 

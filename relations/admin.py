@@ -7,6 +7,7 @@ the agent are told.
 
 from __future__ import annotations
 
+import html
 import threading
 from typing import Any
 
@@ -14,10 +15,13 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.html import strip_tags
 
+from portal.grant_display import grant_lines
 from relations import services
 from relations.models import Relation
-from relations.selectors import relation_states, with_status
+from relations.selectors import Connection, relation_states, with_status
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -50,7 +54,8 @@ class RelationAdmin(admin.ModelAdmin):
     list_filter = [StatusFilter, ("agent__status", AgentStatusFilter)]
     search_fields = ["user__username", "agent__name", "granted_scopes"]
     list_select_related = ["user", "agent"]
-    fields = ("id", "user", "agent", "status", "granted_scopes", "effective_grants", "pending",
+    fields = ("id", "user", "agent", "status", "granted_scopes", "effective_grants", "grant_options", "options_in_words",
+              "pending",
               "acknowledged_manifest_version", "consent_statement", "consent_seq", "events_from_id", "events_until_id",
               "created_at", "updated_at", "revoked_at")
     readonly_fields = fields
@@ -101,6 +106,15 @@ class RelationAdmin(admin.ModelAdmin):
     @admin.display(description="effective grants")
     def effective_grants(self, obj: Relation) -> str:
         return ", ".join(self._state(obj).granted_scopes) or "—"
+
+    @admin.display(description="grant options in words")
+    def options_in_words(self, obj: Relation) -> str:
+        """What the user chose per scope (SPEC §5.2), as the user's connection page says it;
+        a scope past its ``until`` reads as withdrawn."""
+        lines = grant_lines(Connection(relation=obj, state=self._state(obj)), now=timezone.now())
+        return "; ".join(f"{g.scope}: expired {g.expired_at}" if g.expired_at
+                         else f"{g.scope}: {', '.join(html.unescape(strip_tags(w)) for w in g.words)}"
+                         for g in lines if g.words or g.expired_at) or "—"
 
     @admin.display(description="pending re-consent")
     def pending(self, obj: Relation) -> str:

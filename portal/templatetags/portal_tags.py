@@ -15,8 +15,10 @@ from django.utils.translation import gettext as _
 from agents.html import pointer_breaks
 from eventlog import webhooks
 from eventlog.selectors import latest_event_id
+from portal.grant_display import GrantLine, grant_lines
 from portal.presentation import AGENT_STATUS_TEXT, SENSITIVITY_TEXT, fallback_text, size_text
 from portal.problems import problem_message
+from relations.selectors import Connection
 
 register = template.Library()
 
@@ -156,3 +158,9 @@ def json_syntax_texts() -> dict[str, str]:
 def without(values: list[str], removed: list[str]) -> list[str]:
     """``values`` less those in ``removed``, in order (granted scopes less the paused ones)."""
     return [value for value in values if value not in set(removed)]
+
+
+@register.simple_tag
+def grant_lines_of(connection: Connection) -> list[GrantLine]:
+    """A connection's permissions with their options in words (the connections list)."""
+    return grant_lines(connection, now=timezone.now())

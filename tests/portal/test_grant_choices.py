@@ -77,10 +77,9 @@ def test_a_path_prefix_and_allowed_values_become_one_closed_schema_per_tool(mani
     assert asked.grant_options == {
         "filesystem:read": {"once": True, "arguments": {"read_file": {
             "type": "object", "properties": {"path": {"type": "string", "pattern": r"^/home/bob/docs \(old\)\.v2/"}},
-            "required": ["path"], "additionalProperties": False}}},
+            "required": ["path"]}}},
         "location:read": {"arguments": {"get_location": {
-            "type": "object", "properties": {"accuracy": {"enum": ["approximate", "city"]}},
-            "additionalProperties": False}}}}
+            "type": "object", "properties": {"accuracy": {"enum": ["approximate", "city"]}}}}}}
 
 
 def test_every_value_ticked_narrows_nothing(manifest: dict[str, Any]) -> None:
@@ -117,7 +116,7 @@ def test_describe_answers_the_request_and_stores_nothing(bob: User, agent: Agent
     assert response.json() == {"granted_scopes": ["filesystem:read"], "grant_options": {"filesystem:read": {
         "once": True, "arguments": {"read_file": {
             "type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
-            "required": ["path"], "additionalProperties": False}}}}}
+            "required": ["path"]}}}}}
     assert not Relation.objects.filter(user=bob).exists()
 
 
