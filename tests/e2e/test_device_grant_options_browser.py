@@ -39,7 +39,7 @@ PROMPT_TIMEOUT_MS = 8000  # the page's test hook (tests/e2e/test_device_browser.
 DAY_MS = 24 * 3600 * 1000
 DOCS = "/home/bob/docs/"
 NARROWED = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
-            "required": ["path"], "additionalProperties": False}
+            "required": ["path"]}
 EXECUTOR = ThreadPoolExecutor(max_workers=1)
 
 
