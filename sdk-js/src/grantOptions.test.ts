@@ -186,6 +186,18 @@ test("without a statement the server's grant_options apply: they can only narrow
   assert.deepEqual(statuses(outside), [["denied", "scope_not_granted"]]);
 });
 
+test("a once grant given without a statement (the web, not a device) is used once, then withdrawn with the device's signature", async () => {
+  const scene = await Scene.create();
+  scene.server.grantOptions = { "notification:send": { once: true } };
+  assert.deepEqual(statuses(await scene.call("notify", { title: "once" }, WAIT)), [["ok", null]]);
+  assert.deepEqual(scene.server.consentStatement.statement.granted_scopes, ["filesystem:read", "location:read"]);
+  assert.deepEqual(statuses(await scene.call("notify", { title: "twice" }, WAIT)), [["denied", "scope_not_granted"]]);
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays({ granted_scopes: ALL_SCOPES, consent_statement: null, grant_options: {} }));
+  (scene.device as any).cachedViews.clear();
+  assert.deepEqual(statuses(await quietly(() => scene.call("notify", { title: "thrice" }, WAIT))), [["denied", "scope_not_granted"]]);
+  assert.equal(scene.ran.length, 1);
+});
+
 // --- the 90-day notice -------------------------------------------------------------------
 
 test("a high-sensitivity grant unused for 90 days is reported, a used one is not, and withdraw takes it away signed", async () => {

@@ -71,9 +71,3 @@ export function sameGrantOptions(a: JsonObject, b: JsonObject, scopes: Iterable<
     return false; // not JSON the user could have signed
   }
 }
-
-/** `options` without `scope`'s entry. */
-export function withoutScope(options: JsonObject, scope: string): JsonObject {
-  const { [scope]: _dropped, ...rest } = options;
-  return rest;
-}

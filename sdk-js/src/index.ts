@@ -37,7 +37,7 @@ export {
 } from "./contract.js";
 export { compileSchema, type SchemaValidator } from "./schema.js";
 export {
-  compileGrants, grantOptionsOf, sameGrantOptions, withoutScope, type CompiledGrant, type GrantOption, type GrantOptions,
+  compileGrants, grantOptionsOf, sameGrantOptions, type CompiledGrant, type GrantOption, type GrantOptions,
 } from "./grants.js";
 export {
   callApi, credentialOf, errorFor, exchangeAgentKey, FetchTransport, pollEvents, sendMessage, TokenSource,
