@@ -8,7 +8,8 @@ prompt and the agents list say the grant's options in words. The browser answers
 call, withdraws the scope with a statement it signs, and refuses the next call on its own —
 ``denied: scope_not_granted``, in its activity — even from an agent that does not check.
 Then, 91 days later by the page's clock, the page lists the location grant bob never used,
-and "Withdraw" takes it away with a signed PATCH. Screenshots go to
+and "Withdraw" takes it away with a signed PATCH. Last, a re-consent on the connection page
+("For 1 hour") is signed as the portal describes it. Screenshots go to
 artifacts/screenshots/device-grants-*.png.
 """
 
@@ -224,3 +225,26 @@ def test_a_location_grant_unused_for_90_days_is_offered_for_withdrawal(
     found = relation(server, bot.relation_id)
     assert found["granted_scopes"] == []
     assert signed_statement(server, device, found)["granted_scopes"] == []
+
+
+def test_a_reconsent_on_the_connection_page_signs_what_the_portal_describes(
+        server: LiveServer, device: Page, connected: Page, bot: FilesBot) -> None:
+    page = device.context.new_page()
+    page.goto(f"{server.url}/portal/connections/{bot.relation_id}/")
+    expect(page.locator("[data-signing-note]")).to_be_visible()
+    page.locator('input[name=granted_scopes][value="location:read"]').check()
+    page.locator('[data-grant-choices="location:read"]').get_by_text("For 1 hour").click()
+    asked_at_ms = int(time.time() * 1000)
+
+    page.get_by_role("button", name="Save permissions").click()
+
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while relation(server, bot.relation_id)["granted_scopes"] != ["location:read"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    found = relation(server, bot.relation_id)
+    statement = signed_statement(server, device, found)
+    until = statement["grant_options"]["location:read"]["until"]
+    assert (statement["granted_scopes"], list(statement["grant_options"]["location:read"])) == (["location:read"], ["until"])
+    assert asked_at_ms + 3_600_000 - 60_000 <= until <= int(time.time() * 1000) + 3_600_000  # the portal's "1 hour", from now
+    assert found["grant_options"] == statement["grant_options"]
+    page.close()
