@@ -1,5 +1,5 @@
 """Grant options on the browser device (issue 26, SPEC §5.2 v1.2, §12.2), in Debian's chromium
-driven by Playwright against a live server.
+driven by Playwright against a live server, on both stacks (marked ``both_stacks``).
 
 bob's browser is his device. On the consent page he picks "Only this time" for reading files
 and limits it to one folder: the browser posts the form to be described (``X-Hashee-Describe:
@@ -31,10 +31,10 @@ from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, PublicKeys, ToolResult
 from hashee_sdk.consent_statements import verify_consent
 from hashee_sdk.core.device_tools import manifest_entries
-from tests.e2e.browsers import SHOTS, WAIT_MS, browser_server
+from tests.e2e.browsers import SHOTS, WAIT_MS, stack_browser_server
 from tests.e2e.live import LiveServer
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
 
 PROMPT_TIMEOUT_MS = 8000  # the page's test hook (tests/e2e/test_device_browser.py)
 DAY_MS = 24 * 3600 * 1000
@@ -77,7 +77,7 @@ class FilesBot:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with browser_server(tmp_path_factory.mktemp("device-grants")) as live:
+    with stack_browser_server(tmp_path_factory.mktemp("device-grants"), "device_grants") as live:
         yield live
 
 
