@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import type { JsonObject } from "./canonical.js";
 import { compileManifest, decide, type DecideContext } from "./contract.js";
+import { ConsentUnverified } from "./errors.js";
 import type { DeviceNotice } from "./device.js";
 import { compileGrants } from "./grants.js";
 import { SensitivityPolicy } from "./policy.js";
@@ -140,6 +141,18 @@ test("until: the device refuses from its own clock, even when the server keeps t
   const late = await quietly(() => scene.call("locate", {}, WAIT));
   assert.deepEqual(statuses(late), [["denied", "scope_not_granted"]]);
   assert.ok((await scene.refusals()).includes("consent_unverified"), "bob is told the server's grant_options are not what he signed");
+});
+
+test("the agent refuses before sending a scope past the until bob signed (the device stays the judge of once and arguments)", async () => {
+  const scene = await Scene.create();
+  assert.notEqual(await scene.call("notify", { title: "first look" }, WAIT), null);
+  const relation = await scene.device.reconsent(RELATION_ID, ALL_SCOPES, { grantOptions: { "location:read": { until: scene.nowMs + 1000 } } });
+  await scene.agent.handleFrame({ id: 1, type: "h2a.relation_updated", created_at: "", data: { relation } });
+  scene.nowMs += 1000;
+  const sent = scene.server.messages.length;
+  await assert.rejects(scene.agent.callTool(RELATION_ID, "locate", {}), ConsentUnverified);
+  assert.equal(scene.server.messages.length, sent);
+  assert.deepEqual(statuses(await scene.call("notify", { title: "still fine" }, WAIT)), [["ok", null]]);
 });
 
 test("a narrowed read_file answers inside the folder and refuses outside it, with details", async () => {
