@@ -41,4 +41,17 @@ def device_texts() -> dict[str, Any]:
         "verified": _("Verified"),
         "identity_changed": _("Identity changed: calls are refused until you check the new number"),
         "status": {"ok": _("answered"), "denied": _("denied"), "error": _("failed"), "refused": _("refused")},
+        # A grant's options in words (SPEC §5.2 v1.2), as the portal's pages say them, and the 90-day notice.
+        "grant_once": _("Only this time"),
+        "grant_until": _("Until %(when)s"),
+        "grant_prefix": _("Only when %(arg)s starts with %(prefix)s"),
+        "grant_values": _("Only when %(arg)s is %(value)s"),
+        "grant_limited": _("Only within limits you set for %(tool)s"),
+        "unused_title": _("Permissions you have not used for %(days)s days"),
+        "unused_intro": _("This device has not answered a call of these permissions for a long time. Withdraw what "
+                          "you no longer need."),
+        "unused_row": _("%(agent)s: %(scope)s, unused since %(since)s"),
+        "unused_withdraw": _("Withdraw"),
+        "unused_keep": _("Keep"),
+        "withdraw_failed": _("used once; not yet withdrawn on the server, refused here"),
     }

@@ -7,7 +7,7 @@
  * resolves with the first answer sealed to that reply key by one of those devices. The reply
  * key's private half is dropped when the call ends.
  */
-import { canonicalHash, canonicalize, type Json, type JsonObject } from "./canonical.js";
+import { canonicalHash, canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { compileManifest, type CompiledManifest, type CompiledTool } from "./contract.js";
 import type { KeyPair, PublicKeys } from "./crypto.js";
 import { b64encode, b64urlDecode } from "./encoding.js";
@@ -17,6 +17,7 @@ import {
   ToolCallTimeout, ToolNotDeclared, denialReason, type ErrorDetail,
 } from "./errors.js";
 import { frameParts, listen, type WebSocketConstructor } from "./events.js";
+import { grantOptionsOf } from "./grants.js";
 import { KeyDirectory, listedRoot, relationKeysFrom, userKeys } from "./keys.js";
 import { LocalState } from "./localState.js";
 import { ed25519PublicJwk, type PrivateJwk } from "./jose.js";
@@ -220,13 +221,19 @@ export class Agent {
     }
   }
 
-  /** SPEC §9.6: raises ConsentUnverified when the newest verified statement does not give `scope`. */
+  /** SPEC §9.6: raises ConsentUnverified when the newest verified statement does not give `scope`
+   * (or gave it until a time now past, SPEC §5.2; a once grant's use and a narrowing only the
+   * device can judge). */
   async checkConsent(relationId: string, scope: string, version: number): Promise<void> {
     const statement = await this.consents.newest(relationId);
     if (statement === null) return; // never signed: the devices decide
     if (statement["revoked"] === true) throw new ConsentUnverified(`relation ${relationId}: the user revoked it (signed)`);
     if (!(statement["granted_scopes"] as string[]).includes(scope)) {
       throw new ConsentUnverified(`relation ${relationId}: the user's signed consent does not grant ${scope}`);
+    }
+    const until = grantOptionsOf(statement["grant_options"], [scope])[scope];
+    if (isJsonObject(until) && Number.isSafeInteger(until["until"]) && this.clock() >= (until["until"] as number)) {
+      throw new ConsentUnverified(`relation ${relationId}: the user granted ${scope} until a time now past`); // SPEC §5.2
     }
     if ((await this.changedSince(acknowledgementOf(statement), version)).has(scope)) {
       throw new ConsentUnverified(`relation ${relationId}: ${scope} changed since the version the user signed for`);

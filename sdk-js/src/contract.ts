@@ -3,17 +3,20 @@
  * and the `tool_response` artifacts (sdk/hashee_sdk/contract.py and consent.py).
  *
  * {@link decide} answers, in this order: group → `tool_not_supported_in_group`; not
- * declared → `tool_not_declared`; relation revoked → `permission_revoked`; the newest
- * verified consent statement not giving the scope, or a relation the device knows revoked →
+ * declared → `tool_not_declared`; relation revoked → `permission_revoked`; a relation the
+ * device knows revoked → `consent_unverified`; a grant its options end (a `once` grant used,
+ * past `until` by the device's clock, an option the device cannot read) → `scope_not_granted`,
+ * whatever the server says; the newest verified consent statement not giving the scope →
  * `consent_unverified`; the tool's scope pending re-consent → `reauth_required` (that tool
  * only); the declared scope not granted, or the call claiming another → `scope_not_granted`;
- * arguments failing the schema the user
- * consented to or the current one → `error: TOOL_INVALID_ARGUMENTS`; then the sensitivity
- * policy → run (silent) or prompt. Sensitivity never falls below a preset scope's platform
+ * arguments failing the schema the user consented to or the current one → `error:
+ * TOOL_INVALID_ARGUMENTS`; arguments outside the grant's narrowing (`arguments[tool]`) →
+ * `scope_not_granted` with details; then the sensitivity policy → run (silent) or prompt. Sensitivity never falls below a preset scope's platform
  * level nor below the level the user consented to.
  */
 import { canonicalHash, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import type { DenialReason, ErrorDetail, ToolErrorCode } from "./errors.js";
+import type { CompiledGrant } from "./grants.js";
 import type { PolicySubject, Sensitivity, SensitivityPolicy } from "./policy.js";
 import { compileSchema, type SchemaValidator } from "./schema.js";
 
@@ -41,7 +44,7 @@ export interface CompiledManifest {
 }
 
 export type Decision =
-  | { readonly outcome: "denied"; readonly reason: DenialReason }
+  | { readonly outcome: "denied"; readonly reason: DenialReason; readonly details?: readonly ErrorDetail[] }
   | { readonly outcome: "error"; readonly reason: ToolErrorCode; readonly details: readonly ErrorDetail[]; readonly tool: CompiledTool }
   | { readonly outcome: "run" | "prompt"; readonly tool: CompiledTool };
 
@@ -120,6 +123,27 @@ export interface DecideContext {
   readonly unbacked?: ReadonlySet<string>;
   /** The device knows the relation revoked while the server says it is live. */
   readonly consentRevoked?: boolean;
+  /** The grant options the user gave, per scope (SPEC §5.2 v1.2). */
+  readonly grants?: ReadonlyMap<string, CompiledGrant>;
+  /** Scopes whose `once` grant this device used: refused whatever the server says (a later
+   * statement that grants the scope again gives a new once). */
+  readonly onceUsed?: ReadonlySet<string>;
+}
+
+const NOT_GRANTED: Decision = { outcome: "denied", reason: "scope_not_granted" };
+
+/** Whether the grant's options end it now: its `once` used, unreadable, or past `until`. */
+function grantEnded(grant: CompiledGrant | undefined, scope: string, context: DecideContext): boolean {
+  if (context.onceUsed?.has(scope)) return true;
+  return grant !== undefined && (grant.unreadable || (grant.untilMs !== null && context.nowMs >= grant.untilMs));
+}
+
+/** `denied: scope_not_granted` with details when the arguments fall outside the grant's narrowing of the tool. */
+function outsideNarrowing(grant: CompiledGrant | undefined, tool: CompiledTool, args: Json | undefined): Decision | null {
+  if (grant === undefined || !grant.arguments.has(tool.name)) return null;
+  const narrowed = grant.arguments.get(tool.name) ?? null;
+  if (narrowed === null) return NOT_GRANTED; // a narrowing that does not compile lets nothing through
+  return narrowed.isValid(args) ? null : { outcome: "denied", reason: "scope_not_granted", details: narrowed.details(args) };
 }
 
 /** Steps 1–5 of SPEC §6 for one decrypted tool call; pure. */
@@ -129,16 +153,19 @@ export function decide(call: JsonObject, context: DecideContext): Decision {
   const tool = typeof name === "string" ? context.manifest.tools.get(name) : undefined;
   if (tool === undefined) return { outcome: "denied", reason: "tool_not_declared" };
   if (context.revoked) return { outcome: "denied", reason: "permission_revoked" };
-  if (context.consentRevoked || context.unbacked?.has(tool.scope)) return { outcome: "denied", reason: "consent_unverified" };
+  if (context.consentRevoked) return { outcome: "denied", reason: "consent_unverified" };
+  const grant = context.grants?.get(tool.scope);
+  if (grantEnded(grant, tool.scope, context)) return NOT_GRANTED;
+  if (context.unbacked?.has(tool.scope)) return { outcome: "denied", reason: "consent_unverified" };
   if (context.pending?.has(tool.scope)) return { outcome: "denied", reason: "reauth_required" };
-  if (!context.granted.has(tool.scope) || call["permission_scope"] !== tool.scope) {
-    return { outcome: "denied", reason: "scope_not_granted" };
-  }
+  if (!context.granted.has(tool.scope) || call["permission_scope"] !== tool.scope) return NOT_GRANTED;
   if (tool.input === null) return { outcome: "error", reason: "TOOL_PLATFORM_ERROR", details: [], tool };
   const args = call["arguments"];
   if (!tool.input.isValid(args)) {
     return { outcome: "error", reason: "TOOL_INVALID_ARGUMENTS", details: tool.input.details(args), tool };
   }
+  const outside = outsideNarrowing(grant, tool, args);
+  if (outside !== null) return outside;
   const silent = !context.unconfirmed?.has(tool.scope)
     && context.policy.isSilent(context.subject, tool.scope, tool.sensitivity, context.nowMs);
   return { outcome: silent ? "run" : "prompt", tool };
@@ -150,8 +177,10 @@ export function responseOk(callId: string, result: Json): JsonObject {
   return { subtype: "tool_response", call_id: callId, status: "ok", result };
 }
 
-export function responseDenied(callId: string, reason: DenialReason): JsonObject {
-  return { subtype: "tool_response", call_id: callId, status: "denied", reason };
+export function responseDenied(callId: string, reason: DenialReason, details: readonly ErrorDetail[] = []): JsonObject {
+  const response: Record<string, Json> = { subtype: "tool_response", call_id: callId, status: "denied", reason };
+  if (details.length > 0) response["details"] = details.map((d) => ({ ...d }));
+  return response;
 }
 
 export function responseError(callId: string, code: ToolErrorCode, details: readonly ErrorDetail[] = []): JsonObject {

@@ -27,6 +27,7 @@ import {
   type DenialReason,
 } from "./errors.js";
 import { frameParts, listen, type WebSocketConstructor } from "./events.js";
+import { grantOptionsOf, type CompiledGrant, type GrantOptions } from "./grants.js";
 import { KeyDirectory, agentKeysById } from "./keys.js";
 import { LocalState } from "./localState.js";
 import { HIGH_PROMPT_TIMEOUT_MS, SensitivityPolicy, type PolicySubject } from "./policy.js";
@@ -60,7 +61,23 @@ export interface PromptRequest {
   readonly safetyNumber: string | null;
   /** Granted since this device last looked: confirmed here once, whatever its level. */
   readonly newlyGranted: boolean;
+  /** How the user limited the scope's grant (`{once, until, arguments}`; `{}`: always). */
+  readonly grantOption: JsonObject;
 }
+
+/** A granted scope of high sensitivity this device has not used for a while (Android's auto-reset). */
+export interface UnusedGrant {
+  readonly relationId: string;
+  readonly agentId: string;
+  readonly agentName: string;
+  readonly scope: string;
+  /** epoch ms: the last call of the scope this device answered, or when it saw the grant first */
+  readonly since: number;
+}
+
+export const UNUSED_GRANT_DAYS = 90;
+const DAY_MS = 24 * 3600 * 1000;
+const WITHDRAW_FAILED = "withdraw_failed";
 
 export type PromptAnswer = "allow" | "deny" | boolean;
 export interface CallContext {
@@ -84,6 +101,18 @@ export interface DeviceOptions {
   readonly isGroup?: (relationId: string) => boolean;
   readonly promptTimeoutMs?: number;
   readonly webSocket?: WebSocketConstructor | null;
+  /** Told what the device tells its user beside prompts (a once grant not withdrawn, a grant unused for long). */
+  readonly onNotice?: (notice: DeviceNotice) => void;
+}
+
+/** Something the device tells its user that is not a prompt (sdk/hashee_sdk/client.py's Notice). */
+export interface DeviceNotice {
+  readonly kind: "once_not_withdrawn" | "unused_grant";
+  readonly relationId: string;
+  readonly agentId: string;
+  readonly scope: string;
+  /** in words, English */
+  readonly text: string;
 }
 
 /** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is.
@@ -173,6 +202,8 @@ export class Device {
   private controller: AbortController | null = null;
   private listening: Promise<void> | null = null;
   private readonly reported = new Set<string>();
+  /** `relation\nscope` of once grants used, to withdraw after the answer. */
+  private readonly withdrawals = new Set<string>();
 
   constructor(options: DeviceOptions) {
     if (!isDeviceId(options.deviceId)) throw new Error("deviceId must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
@@ -295,6 +326,7 @@ export class Device {
       const generation = this.generation;
       view = await this.views.fetch(this.transport, relationId);
       if (view.consentProblem) await this.reportConsent(relationId, view.agentId, view.consentProblem);
+      await this.noteGrants(view);
       if (generation === this.generation) this.cachedViews.set(relationId, view);
     }
     return view;
@@ -344,6 +376,7 @@ export class Device {
       if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since
       const response = await this.answer(view, call, call["expires_at"] as number, claim.durable);
       await this.reply(relationId, call, response);
+      await this.withdrawUsedOnce(relationId);
       return response;
     } catch (error) {
       if (!(error instanceof CallReplayed)) throw error;
@@ -435,7 +468,7 @@ export class Device {
   async answer(view: RelationView, call: JsonObject, deadlineMs: number | null = null,
     durable: Promise<string | null> = Promise.resolve(null)): Promise<JsonObject> {
     const subject: PolicySubject = { deviceId: this.deviceId, sessionId: this.sessionId, agentId: view.agentId };
-    const decision = viewNames(view, call) ? this.decide(view, call, subject) : DENY_UNVERIFIED;
+    const decision = viewNames(view, call) ? await this.decide(view, call, subject) : DENY_UNVERIFIED;
     const response = await this.respond(view, call, decision, subject, deadlineMs, durable);
     const tool = typeof call["tool_name"] === "string" ? view.manifest.tools.get(call["tool_name"]) : undefined;
     const claimed = typeof call["permission_scope"] === "string" ? call["permission_scope"] : "";
@@ -445,10 +478,11 @@ export class Device {
     return response;
   }
 
-  private decide(view: RelationView, call: JsonObject, subject: PolicySubject): Decision {
+  private async decide(view: RelationView, call: JsonObject, subject: PolicySubject): Promise<Decision> {
+    const onceUsed = await this.spent(view);
     return decide(call, { manifest: view.manifest, granted: view.granted, inGroup: this.options.isGroup?.(view.relationId) ?? false,
       policy: this.policy, subject, nowMs: this.clock(), revoked: view.revoked, pending: view.pending, unconfirmed: view.unconfirmed,
-      unbacked: view.unbacked, consentRevoked: view.consentRevoked });
+      unbacked: view.unbacked, consentRevoked: view.consentRevoked, grants: view.grants, onceUsed });
   }
 
   private async respond(view: RelationView, call: JsonObject, decision: Decision, subject: PolicySubject,
@@ -463,21 +497,33 @@ export class Device {
         await this.state.confirmGrants(view.relationId, [decision.tool.scope]);
         this.invalidate(view.relationId);
       }
-      decision = await this.afterPrompt(view, call, subject, decision.tool);
+      [decision, view] = await this.afterPrompt(view, call, subject, decision.tool);
     }
-    if (decision.outcome === "denied") return responseDenied(callId, decision.reason);
+    if (decision.outcome === "denied") return responseDenied(callId, decision.reason, decision.details);
     if (decision.outcome === "error") return responseError(callId, decision.reason, decision.details);
-    this.policy.recordUse(subject, decision.tool.scope, decision.tool.sensitivity, this.clock());
+    const scope = decision.tool.scope;
+    if (view.grants.get(scope)?.once && !(await this.takeOnce(view, scope))) return responseDenied(callId, "scope_not_granted");
+    this.policy.recordUse(subject, scope, decision.tool.sensitivity, this.clock());
+    await this.state.recordGrantUse(view.relationId, scope, this.clock());
     return this.execute(view, callId, decision.tool, call["arguments"] as JsonObject);
   }
 
+  /** Take a `once` grant, durably, before the call runs: a second call (another process's
+   * too) finds it used. The scope is then withdrawn with a signed PATCH, after the answer. */
+  private async takeOnce(view: RelationView, scope: string): Promise<boolean> {
+    if (!(await this.state.useOnce(view.relationId, scope, view.consentSeq))) return false;
+    this.withdrawals.add(`${view.relationId}\n${scope}`);
+    return true;
+  }
+
   /** The chain again if the relation changed while the user was asked. */
-  private async afterPrompt(view: RelationView, call: JsonObject, subject: PolicySubject, tool: CompiledTool): Promise<Decision> {
+  private async afterPrompt(view: RelationView, call: JsonObject, subject: PolicySubject, tool: CompiledTool):
+  Promise<[Decision, RelationView]> {
     const fresh = await this.relation(view.relationId);
-    if (fresh === view) return { outcome: "run", tool };
-    if (!viewNames(fresh, call)) return DENY_UNVERIFIED;
-    const decision = this.decide(fresh, call, subject);
-    return decision.outcome === "prompt" ? { outcome: "run", tool: decision.tool } : decision;
+    if (fresh === view) return [{ outcome: "run", tool }, view];
+    if (!viewNames(fresh, call)) return [DENY_UNVERIFIED, fresh];
+    const decision = await this.decide(fresh, call, subject);
+    return [decision.outcome === "prompt" ? { outcome: "run", tool: decision.tool } : decision, fresh];
   }
 
   private async consent(view: RelationView, call: JsonObject, tool: CompiledTool, subject: PolicySubject,
@@ -491,7 +537,7 @@ export class Device {
       const request: PromptRequest = { relationId: view.relationId, agentId: view.agentId, agentName: view.agentName,
         callId: String(call["call_id"]), toolName: tool.name, toolDescription: tool.description, scope: tool.scope,
         sensitivity: tool.sensitivity, arguments: call["arguments"] as JsonObject, manifestVersion: view.manifestVersion,
-        safetyNumber: view.safetyNumber, newlyGranted };
+        safetyNumber: view.safetyNumber, newlyGranted, grantOption: optionOf(view, tool.scope) };
       const limit = Math.min(this.options.promptTimeoutMs ?? HIGH_PROMPT_TIMEOUT_MS, deadlineMs === null ? Infinity : deadlineMs - this.clock());
       return this.ask(request, limit);
     });
@@ -532,33 +578,157 @@ export class Device {
 
   // --- consent signed on this device (SPEC §9.6) ------------------------------------
 
-  /** Connect to an agent with a consent statement signed here for its current verified manifest. */
-  async grant(agentId: string, scopes: Iterable<string>, options: { userId?: string } = {}): Promise<any> {
+  /** Connect to an agent with a consent statement signed here for its current verified manifest;
+   * `grantOptions` (SPEC §5.2 v1.2: once, until, arguments per scope) are signed with it. */
+  async grant(agentId: string, scopes: Iterable<string>, options: { userId?: string; grantOptions?: GrantOptions | JsonObject } = {}): Promise<any> {
     await this.init();
     const granted = [...new Set(scopes)].sort();
     const agent = await callApi(this.transport, "GET", `/agents/${agentId}`);
     const served = await this.keydir.servedIdentity(agentId);
     const current = this.views.current(agentId, agent, publicIdentity(served));
     const userId = options.userId ?? (await this.userId());
-    const signed = await this.sign(agentId, userId, granted, current);
+    const grantOptions = grantOptionsOf(options.grantOptions, granted);
+    const signed = await this.sign(agentId, userId, granted, current, false, grantOptions);
     const relation = await callApi(this.transport, "POST", "/h2a/relations", { json: { agent_id: agentId, granted_scopes: granted,
-      consent_statement: signed } });
+      ...optionsField(grantOptions), consent_statement: signed } });
     const relationId = String(relation.relation_id);
     await this.keydir.pins.identity(relationId, agentId, served); // what the user consented under
     await this.signed(relationId, signed);
     return relation;
   }
 
-  /** Change the grants, or consent again to the current verified manifest, signed here. */
-  async reconsent(relationId: string, scopes: Iterable<string>): Promise<any> {
+  /** Change the grants, or consent again to the current verified manifest, signed here. A
+   * `once` grant this device used and could not withdraw yet is left out. */
+  async reconsent(relationId: string, scopes: Iterable<string>, options: { grantOptions?: GrantOptions | JsonObject } = {}): Promise<any> {
     await this.init();
-    const granted = [...new Set(scopes)].sort();
+    const used = await this.usedOnce(relationId);
+    const granted = [...new Set(scopes)].filter((s) => !used.has(s)).sort();
     const [relation, current] = await this.verifiedCurrent(relationId);
-    const signed = await this.sign(String(relation.agent_id), String(relation.user), granted, current);
+    const grantOptions = grantOptionsOf(options.grantOptions, granted);
+    const signed = await this.sign(String(relation.agent_id), String(relation.user), granted, current, false, grantOptions);
     const updated = await callApi(this.transport, "PATCH", `/h2a/relations/${relationId}`, { json: { granted_scopes: granted,
-      acknowledged_manifest_version: current.version, acknowledged_manifest_hash: current.hash, consent_statement: signed } });
+      ...optionsField(grantOptions), acknowledged_manifest_version: current.version, acknowledged_manifest_hash: current.hash,
+      consent_statement: signed } });
     await this.signed(relationId, signed);
     return updated;
+  }
+
+  /** Withdraw one scope with a signed PATCH that keeps everything else the user consented to
+   * (the version they acknowledged, the other grants and their options); throws ApiError. */
+  async withdraw(relationId: string, scope: string): Promise<any> {
+    await this.init();
+    return this.withdrawSigned(relationId, new Set([scope]));
+  }
+
+  private async withdrawSigned(relationId: string, scopes: ReadonlySet<string>): Promise<any> {
+    const view = await this.relation(relationId, true);
+    if (view.consented === null) throw new ManifestUnverified(`relation ${relationId}: ${view.unverified}`);
+    const relation = await callApi(this.transport, "GET", `/h2a/relations/${relationId}`);
+    const newest = await this.views.consents.newest(relationId);
+    const used = await this.usedOnce(relationId);
+    const nowMs = this.clock();
+    const before = newest !== null ? ((newest["granted_scopes"] as string[]) ?? []) : [...view.granted];
+    const granted = before.filter((s) => !scopes.has(s) && !used.has(s) && !expired(view.grants.get(s), nowMs)).sort();
+    const grantOptions = grantOptionsOf(view.grantOptions, granted);
+    const signed = await this.sign(view.agentId, String(relation.user), granted, view.consented, false, grantOptions);
+    const updated = await callApi(this.transport, "PATCH", `/h2a/relations/${relationId}`, { json: { granted_scopes: granted,
+      ...optionsField(grantOptions), acknowledged_manifest_version: view.consented.version,
+      acknowledged_manifest_hash: view.consented.hash, consent_statement: signed } });
+    await this.signed(relationId, signed);
+    return updated;
+  }
+
+  /** Withdraw the once grants used in `relationId`; when that fails (offline, a new version out)
+   * they stay refused here, are left out of the next consent signed here, and the user is told. */
+  private async withdrawUsedOnce(relationId: string): Promise<void> {
+    const scopes = new Set([...this.withdrawals].filter((k) => k.startsWith(`${relationId}\n`)).map((k) => k.slice(relationId.length + 1)));
+    if (scopes.size === 0) return;
+    for (const scope of scopes) this.withdrawals.delete(`${relationId}\n${scope}`);
+    try {
+      await this.withdrawSigned(relationId, scopes);
+    } catch (error) {
+      const code = error instanceof ApiError ? error.code : error instanceof ManifestUnverified ? "manifest_unverified" : "SERVICE_UNAVAILABLE";
+      if (!(error instanceof ApiError || error instanceof ManifestUnverified || error instanceof TypeError)) throw error;
+      console.warn(`hashee device: the once grant of ${[...scopes].join(", ")} in relation ${relationId} was used; `
+        + `withdrawing it failed (${code}): it stays refused on this device`);
+      for (const scope of scopes) {
+        this.notice("once_not_withdrawn", relationId, this.cachedViews.get(relationId)?.agentId ?? "", scope, `${scope} was granted `
+          + `only this time and has been used: this device refuses it from now on, but the server did not take its withdrawal `
+          + `(${code}). Your next consent leaves it out.`);
+        await this.audit.record({ call_id: `withdraw:${relationId}`.slice(0, 160), agent_id: this.cachedViews.get(relationId)?.agentId ?? "",
+          tool_name: "", scope, arguments: null, status: WITHDRAW_FAILED, reason: code, nowMs: this.clock() });
+      }
+    }
+  }
+
+  /** The user keeps a grant reported unused: the 90 days start again from now. */
+  async keepGrant(relationId: string, scope: string): Promise<void> {
+    await this.init();
+    await this.state.recordGrantUse(relationId, scope, this.clock());
+  }
+
+  /** The once grants used here under the newest statement (or the unsigned consent): not
+   * withdrawn by a statement signed since. */
+  private async usedOnce(relationId: string): Promise<Set<string>> {
+    const seq = Number((await this.views.consents.newest(relationId))?.["seq"] ?? 0);
+    return new Set([...await this.state.onceUsed(relationId)].filter(([, used]) => used >= seq).map(([scope]) => scope));
+  }
+
+  /** The scopes whose once grant is spent: used under the consent in force, or under an
+   * earlier one and not granted again since. Refused whatever the server says. */
+  private async spent(view: RelationView): Promise<Set<string>> {
+    const given = view.signedScopes ?? view.granted;
+    return new Set([...await this.state.onceUsed(view.relationId)]
+      .filter(([scope, used]) => used >= view.consentSeq || !given.has(scope)).map(([scope]) => scope));
+  }
+
+  /** When each grant was first seen (the 90-day notice counts from it when it is never used). */
+  private async noteGrants(view: RelationView): Promise<void> {
+    if (view.manifestVersion === null) return;
+    await this.state.noteGrants(view.relationId, view.signedScopes ?? view.granted, view.consentTs ?? this.clock());
+    if (view.signedScopes === null) {
+      const used = await this.state.onceUsed(view.relationId);
+      await this.state.forgetUnsignedOnce(view.relationId, [...used.keys()].filter((s) => !view.granted.has(s)));
+    }
+  }
+
+  private notice(kind: DeviceNotice["kind"], relationId: string, agentId: string, scope: string, text: string): void {
+    const key = `${relationId} ${kind}:${scope}`;
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    console.warn(`hashee device: notice to the user: ${text}`);
+    try {
+      this.options.onNotice?.({ kind, relationId, agentId, scope, text });
+    } catch (error) {
+      console.warn(`hashee device: onNotice failed: ${(error as Error).name}`); // a broken callback never stops the device
+    }
+  }
+
+  /** The granted scopes of high sensitivity this device has not used for `days` (90): neither
+   * answered a call of since, nor seen granted first since — offered to the user to withdraw. */
+  async unusedGrants(options: { days?: number; now?: number } = {}): Promise<UnusedGrant[]> {
+    await this.init();
+    const nowMs = options.now ?? this.clock();
+    const limitMs = (options.days ?? UNUSED_GRANT_DAYS) * DAY_MS;
+    const page = await callApi(this.transport, "GET", "/h2a/relations?page_size=100");
+    const found: UnusedGrant[] = [];
+    for (const relation of Array.isArray(page?.results) ? page.results : []) {
+      if (relation?.status === "revoked" || typeof relation?.relation_id !== "string") continue;
+      const view = await this.relation(relation.relation_id, true);
+      for (const scope of [...view.granted].sort()) {
+        if (view.unbacked.has(scope) || view.pending.has(scope) || !highScope(view, scope)) continue;
+        const since = await this.state.grantUsedAt(view.relationId, scope); // noted when the view was read
+        if (since !== null && nowMs - since >= limitMs) {
+          found.push({ relationId: view.relationId, agentId: view.agentId, agentName: view.agentName, scope, since });
+        }
+      }
+    }
+    for (const unused of found) {
+      const days = Math.floor((nowMs - unused.since) / DAY_MS);
+      this.notice("unused_grant", unused.relationId, unused.agentId, unused.scope, `${unused.agentName || `agent ${unused.agentId}`} `
+        + `has not used ${unused.scope} for ${days} days. You can withdraw it: it is asked again if the agent needs it later.`);
+    }
+    return found;
   }
 
   /** Revoke with a signed revocation: revoked for this device at once, whatever the server says later. */
@@ -602,10 +772,11 @@ export class Device {
   }
 
   private async sign(agentId: string, userId: string, granted: string[], current: { version: number; hash: string },
-    revoked = false): Promise<SignedConsent> {
+    revoked = false, grantOptions: JsonObject = {}): Promise<SignedConsent> {
     const nowMs = this.clock();
     return signConsent(this.keys, { agentId, userId, grantedScopes: granted, acknowledgedManifestVersion: current.version,
-      acknowledgedManifestHash: current.hash, seq: await this.views.consents.nextSeq(agentId, userId, nowMs), ts: nowMs, revoked });
+      acknowledgedManifestHash: current.hash, seq: await this.views.consents.nextSeq(agentId, userId, nowMs), ts: nowMs, revoked,
+      grantOptions });
   }
 
   /** The server accepted a statement signed here: it is the newest verified one. */
@@ -616,6 +787,24 @@ export class Device {
     this.invalidate(relationId);
     this.policy.forget(signed.statement.agent_id);
   }
+}
+
+/** The request's `grant_options` member: absent when there are none (a server of before v1.2 reads the same). */
+function optionsField(grantOptions: JsonObject): { grant_options?: JsonObject } {
+  return Object.keys(grantOptions).length > 0 ? { grant_options: grantOptions } : {};
+}
+
+function optionOf(view: RelationView, scope: string): JsonObject {
+  const option = view.grantOptions[scope];
+  return isJsonObject(option) ? option : {};
+}
+
+function expired(grant: CompiledGrant | undefined, nowMs: number): boolean {
+  return grant?.untilMs != null && nowMs >= grant.untilMs;
+}
+
+function highScope(view: RelationView, scope: string): boolean {
+  return [...view.manifest.tools.values()].some((tool) => tool.scope === scope && tool.sensitivity === "high");
 }
 
 class DeadlinePassed extends Error {}

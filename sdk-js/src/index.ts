@@ -5,7 +5,7 @@
  */
 export * from "./errors.js";
 export { b64decode, b64encode, b64url, b64urlDecode } from "./encoding.js";
-export { canonicalize, canonicalHash, canonicalText, sha256Hex, type Json, type JsonObject } from "./canonical.js";
+export { canonicalize, canonicalHash, canonicalText, isJsonObject, sha256Hex, type Json, type JsonObject } from "./canonical.js";
 export * from "./wire.js";
 export { KeyPair, PublicKeys, verifyEd25519, verifyEd25519Async, type ApiPublicKeys, type KeyPairSecret } from "./crypto.js";
 export {
@@ -37,6 +37,9 @@ export {
 } from "./contract.js";
 export { compileSchema, type SchemaValidator } from "./schema.js";
 export {
+  compileGrants, grantOptionsOf, sameGrantOptions, type CompiledGrant, type GrantOption, type GrantOptions,
+} from "./grants.js";
+export {
   callApi, credentialOf, errorFor, exchangeAgentKey, FetchTransport, pollEvents, sendMessage, TokenSource,
   type AccessToken, type Credential, type CredentialInput, type EventFrame, type HttpResponse, type RequestOptions,
   type SessionCredential, type Transport,
@@ -49,9 +52,10 @@ export {
   agentKeysById, chainedRoot, KeyDirectory, listedRoot, relationKeysFrom, userKeys, type DeviceKey, type RelationKeys,
 } from "./keys.js";
 export {
-  acknowledgementOf, changedScopes, ConsentMemory, RelationViews, viewNames, type Believed, type RelationView,
+  acknowledgementOf, changedScopes, ConsentMemory, grantOptionsBelieved, RelationViews, viewNames, type Believed, type RelationView,
 } from "./views.js";
 export {
-  callRefusal, Device, withDeadline, type CallContext, type DeviceOptions, type PromptAnswer, type PromptRequest, type ToolHandler,
+  callRefusal, Device, UNUSED_GRANT_DAYS, withDeadline, type CallContext, type DeviceOptions, type PromptAnswer, type PromptRequest,
+  type ToolHandler, type UnusedGrant, type DeviceNotice,
 } from "./device.js";
 export { Agent, toolAnswerFrom, type AgentOptions, type ToolAnswer } from "./agent.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import type { JsonObject } from "./canonical.js";
 import { DENIAL_REASONS, REFUSAL_REASONS, SdkError, TOOL_ERROR_CODES } from "./errors.js";
 import type { ToolAnswer } from "./agent.js";
-import { RELATION_ID, widenedPath } from "./testing/fakeServer.js";
+import { ALL_SCOPES, RELATION_ID, widenedPath } from "./testing/fakeServer.js";
 import { type LieKind, lies, MISSING, type Pointer } from "./testing/shapes.js";
 import { pool, quietly } from "./testing/pool.js";
 import { Scene } from "./testing/scene.js";
@@ -46,6 +46,18 @@ const CASES: Record<string, Case> = {
     return null;
   } },
   allowed: { tool: "notify", args: { title: "fine" }, runs: true, change: async () => null },
+  // Grant options (SPEC §5.2 v1.2): the device enforces the statement's, whatever the relation's grant_options say.
+  narrowed_grant: { tool: "read_file", args: { path: "/etc/passwd" }, runs: false, change: async (scene) => {
+    await scene.device.reconsent(RELATION_ID, ALL_SCOPES, { grantOptions: { "filesystem:read": { arguments: { read_file: {
+      type: "object", properties: { path: { type: "string", pattern: "^/home/bob/docs/" } }, required: ["path"] } } } } });
+    return null;
+  } },
+  once_used: { tool: "locate", args: {}, runs: false, change: async (scene) => {
+    await scene.device.reconsent(RELATION_ID, ALL_SCOPES, { grantOptions: { "location:read": { once: true } } });
+    scene.server.refusePatch = "VERSION_CONFLICT"; // not withdrawn on the server: it keeps granting it
+    await quietly(() => scene.call("locate", {}, WAIT));
+    return null;
+  } },
 };
 
 const snapshot = (scene: Scene): Heard => ({ user: new Map(scene.userSide.heard), agent: new Map(scene.agentSide.heard) });

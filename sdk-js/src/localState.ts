@@ -294,6 +294,59 @@ export class LocalState {
     return Number((await this.store.get(`consent-seq/${part(agentId)}/${part(userId)}`)) ?? 0);
   }
 
+  // --- grant options: once grants used, and when a grant was last used (issue 26) ---------
+
+  /** scope → the highest statement seq (0: unsigned consent) whose `once` grant of it was used here. */
+  async onceUsed(relationId: string): Promise<Map<string, number>> {
+    const prefix = `once/${part(relationId)}/`;
+    const used = new Map<string, number>();
+    for (const key of await this.store.keys(prefix)) used.set(decodeURIComponent(key.slice(prefix.length)), Number(await this.store.get(key)));
+    return used;
+  }
+
+  /** Take the `once` grant of `scope` under the statement of `seq`: true, durably recorded,
+   * when it was not taken before (in this process or an earlier one); false when it was. */
+  useOnce(relationId: string, scope: string, seq: number): Promise<boolean> {
+    return this.serialized(async () => {
+      const key = `once/${part(relationId)}/${part(scope)}`;
+      const taken = await this.store.get(key);
+      if (taken !== undefined && Number(taken) >= seq) return false;
+      await this.store.set(key, seq);
+      return true;
+    });
+  }
+
+  /** The scopes granted now: one not noted before is granted since `sinceMs`; the others are forgotten. */
+  noteGrants(relationId: string, granted: Iterable<string>, sinceMs: number): Promise<void> {
+    return this.serialized(async () => {
+      const prefix = `grant-use/${part(relationId)}/`;
+      const scopes = new Set([...granted].map(part));
+      const known = new Set((await this.store.keys(prefix)).map((key) => key.slice(prefix.length)));
+      for (const scope of scopes) if (!known.has(scope)) await this.store.set(prefix + scope, sinceMs);
+      for (const scope of known) if (!scopes.has(scope)) await this.store.delete(prefix + scope);
+    });
+  }
+
+  /** When this device last answered a call of `scope`, or first saw it granted (epoch ms; null: neither). */
+  async grantUsedAt(relationId: string, scope: string): Promise<number | null> {
+    const value = await this.store.get(`grant-use/${part(relationId)}/${part(scope)}`);
+    return typeof value === "number" ? value : null;
+  }
+
+  recordGrantUse(relationId: string, scope: string, atMs: number): Promise<void> {
+    return this.serialized(() => this.store.set(`grant-use/${part(relationId)}/${part(scope)}`, atMs));
+  }
+
+  /** Unsigned once grants (seq 0) of scopes seen withdrawn: a later unsigned grant is a new one. */
+  forgetUnsignedOnce(relationId: string, scopes: Iterable<string>): Promise<void> {
+    return this.serialized(async () => {
+      for (const scope of scopes) {
+        const key = `once/${part(relationId)}/${part(scope)}`;
+        if ((await this.store.get(key)) === 0) await this.store.delete(key);
+      }
+    });
+  }
+
   // --- event cursor -----------------------------------------------------------------
 
   async cursor(name: string): Promise<number | null> {

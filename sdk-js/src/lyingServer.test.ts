@@ -182,6 +182,31 @@ test("a scope bob withdrew with a signature never runs when the server grants it
   assert.deepEqual(scene.asked.map((p) => p.toolName), ["read_file"]);
 });
 
+for (const lie of [{ grant_options: {} }, { grant_options: null }, { consent_statement: null, grant_options: {} }]) {
+  test(`a once grant used stays used when the server keeps the grant and serves ${JSON.stringify(lie)}: scope_not_granted`, async () => {
+    const scene = await Scene.create();
+    await scene.device.reconsent(RELATION_ID, ALL_SCOPES, { grantOptions: { "notification:send": { once: true } } });
+    scene.server.refusePatch = "VERSION_CONFLICT"; // the withdrawal does not reach the server
+    assert.deepEqual(statuses(await scene.call("notify", { title: "once" })), [["ok", null]]);
+    scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, relationSays(lie));
+    (scene.device as any).cachedViews.clear();
+    assert.deepEqual(statuses(await scene.call("notify", { title: "twice" })), [["denied", "scope_not_granted"]]);
+    assert.deepEqual(scene.ran, [["notify", { title: "once" }]]);
+    assert.ok((await scene.device.audit.entries()).some((e) => e.status === "withdraw_failed" && e.scope === "notification:send"));
+  });
+}
+
+test("a once grant withdrawn with a signature is scope_not_granted when the server serves the relation as before", async () => {
+  const scene = await Scene.create();
+  const before = await scene.device.reconsent(RELATION_ID, ALL_SCOPES, { grantOptions: { "notification:send": { once: true } } });
+  assert.deepEqual(statuses(await scene.call("notify", { title: "once" })), [["ok", null]]);
+  assert.ok(!scene.server.granted.includes("notification:send")); // withdrawn, signed
+  scene.userSide.lie(`/h2a/relations/${RELATION_ID}`, () => before); // the relation and statement of before the call
+  (scene.device as any).cachedViews.clear();
+  assert.deepEqual(statuses(await scene.call("notify", { title: "twice" })), [["denied", "scope_not_granted"]]);
+  assert.deepEqual(scene.ran, [["notify", { title: "once" }]]);
+});
+
 for (const shape of ["older statement", "malformed statement", "another agent's statement", "forged by a device bob does not trust"]) {
   test(`a consent statement ${shape} never restores a grant: consent_unverified`, async () => {
     const scene = await Scene.create();

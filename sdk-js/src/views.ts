@@ -10,6 +10,7 @@
  */
 import { canonicalText, isJsonObject, type Json, type JsonObject } from "./canonical.js";
 import { compileManifest, type CompiledManifest } from "./contract.js";
+import { compileGrants, grantOptionsOf, sameGrantOptions, type CompiledGrant } from "./grants.js";
 import type { PublicKeys } from "./crypto.js";
 import { verifyConsent } from "./consentStatements.js";
 import { b64urlDecode } from "./encoding.js";
@@ -102,6 +103,20 @@ export class ConsentMemory {
   }
 }
 
+/** The grant options the device enforces: the newest verified statement's (the server's field
+ * cannot widen, drop or swap them: a difference is only reported), else the server's. */
+export function grantOptionsBelieved(statement: JsonObject | null, relation: any, granted: ReadonlySet<string>):
+{ effective: JsonObject; problem: string } {
+  const served = isJsonObject(relation?.grant_options) ? relation.grant_options : {};
+  if (statement === null) return { effective: grantOptionsOf(served, granted), problem: "" };
+  const signedScopes = (statement["granted_scopes"] as string[]) ?? [];
+  const effective = grantOptionsOf(statement["grant_options"], signedScopes);
+  const both = signedScopes.filter((s) => granted.has(s));
+  const problem = sameGrantOptions(served, effective, both) ? ""
+    : "the relation's grant_options are not those of the newest consent statement verified";
+  return { effective, problem };
+}
+
 export const acknowledgementOf = (statement: JsonObject): [number, string] =>
   [Number(statement["acknowledged_manifest_version"]), String(statement["acknowledged_manifest_hash"])];
 
@@ -124,7 +139,19 @@ export interface RelationView {
   readonly unbacked: ReadonlySet<string>;
   readonly consentRevoked: boolean;
   readonly consentProblem: string;
+  /** The grant options the device enforces (SPEC §5.2 v1.2): the newest verified statement's,
+   * or the server's when there is none (they can only narrow), for the granted scopes. */
+  readonly grantOptions: JsonObject;
+  readonly grants: ReadonlyMap<string, CompiledGrant>;
+  /** The newest verified statement's seq, ts and scopes (0, null, null: never signed). */
+  readonly consentSeq: number;
+  readonly signedScopes: ReadonlySet<string> | null;
+  readonly consentTs: number | null;
+  /** The version and hash the user last consented to (what a withdrawal acknowledges again). */
+  readonly consented: { readonly version: number; readonly hash: string } | null;
 }
+
+const NO_GRANTS = { grantOptions: {}, grants: new Map<string, CompiledGrant>(), consented: null };
 
 /** Whether the call runs under the view's verified manifest. */
 export function viewNames(view: RelationView, call: JsonObject): boolean {
@@ -160,14 +187,17 @@ export class RelationViews {
       console.warn(`hashee: relation ${relationId}: the server's answer is not believed: ${error.message}`);
       return { relationId, agentId: (await this.state.pinnedAgent(relationId)) ?? "", agentName: "", granted: new Set(), revoked: false,
         manifest: EMPTY, manifestVersion: null, pending: new Set(), unconfirmed: new Set(), unverified: error.message, safetyNumber: null,
-        unbacked: new Set(), consentRevoked: false, consentProblem: "" };
+        unbacked: new Set(), consentRevoked: false, consentProblem: "", ...NO_GRANTS, consentSeq: 0, consentTs: null, signedScopes: null };
     }
     const agentId: string = relation.agent_id;
     const believed = await this.believe(relationId, agentId, relation);
     const granted = new Set<string>(Array.isArray(relation.granted_scopes) ? relation.granted_scopes.map(String) : []);
+    const options = grantOptionsBelieved(believed.statement, relation, granted);
     const base = {
       relationId, agentId, agentName: String(agent?.name ?? ""), granted, ...(await this.revocation(relationId, relation, believed.statement)),
-      consentProblem: believed.problem,
+      consentProblem: believed.problem || options.problem, consentSeq: Number(believed.statement?.["seq"] ?? 0),
+      consentTs: believed.statement === null ? null : Number(believed.statement["ts"]),
+      signedScopes: believed.statement === null ? null : new Set((believed.statement["granted_scopes"] as string[]) ?? []),
     };
     let identity: PublicJwk | null;
     let current: VerifiedManifest;
@@ -184,7 +214,7 @@ export class RelationViews {
     } catch (error) {
       if (!(error instanceof ManifestUnverified)) throw error;
       return { ...base, manifest: EMPTY, manifestVersion: null, pending: new Set(), unconfirmed: new Set(), unverified: error.message,
-        safetyNumber: null, unbacked: new Set() };
+        safetyNumber: null, unbacked: new Set(), ...NO_GRANTS };
     }
     const consented = believed.statement !== null ? signed! : acknowledged;
     const serverPending = Array.isArray(relation.pending_scopes) ? relation.pending_scopes.map(String) : [];
@@ -193,7 +223,8 @@ export class RelationViews {
     return {
       ...base, manifest: compileManifest(current.manifest, consented.manifest), manifestVersion: current.version,
       pending: new Set([...pending].filter((s) => !unbacked.has(s))), unconfirmed, unbacked, unverified: "",
-      safetyNumber: await this.safetyNumber(relationId, agentId, identity),
+      safetyNumber: await this.safetyNumber(relationId, agentId, identity), grantOptions: options.effective,
+      grants: compileGrants(options.effective), consented: { version: consented.version, hash: consented.hash },
     };
   }
 

@@ -339,7 +339,11 @@ def test_the_device_and_connection_pages_in_simplified_chinese_carry_no_english_
     shown += consent.locator("main").evaluate(PAGE_TEXTS)
     consent.close()
 
-    agents_words = {AGENT_NAME} | {tool["description_fallback"] for tool in manifest("1.0.2")["tools"]}
+    tools = manifest("1.0.2")["tools"]
+    arguments = [(name, rule) for tool in tools for name, rule in tool["input_schema"].get("properties", {}).items()]
+    agents_words = ({AGENT_NAME} | {tool["description_fallback"] for tool in tools}  # the agent's, and its arguments'
+                    | {name for name, _ in arguments} | {str(value) for _, rule in arguments
+                                                         for value in [rule.get("title"), *rule.get("enum", [])] if value})
     english = english_of_ours(shown, agents_words) + english_of_ours(
         [t for value in scripts_texts.values() for t in (value.values() if isinstance(value, dict) else [value])],
         set())

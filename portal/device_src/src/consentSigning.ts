@@ -5,12 +5,19 @@
  * posted: the SDK's Device signs the statement with this browser's key and sends it through
  * the same REST API (the session), then the page goes where the form would have gone.
  *
+ * What is signed is what the portal says the form means: the form is first posted with
+ * `X-Hashee-Describe: 1` (same origin, the form's CSRF token), and the portal answers the
+ * request it would send — `{"granted_scopes", "grant_options"}` — storing nothing. One
+ * definition of how the form's plain choices ("Only this time", "For 1 hour", "Only when path
+ * starts with …") map to grant options (SPEC §5.2 v1.2), the portal's; this page signs exactly it.
+ *
  * When this browser is not a device (no keys here, or keys the directory does not list as
  * approved: pending, removed, another user's) the form posts as before, unsigned: the server
  * would refuse a statement signed by a key it does not trust, and the device then asks once,
  * on the device, before it acts on a grant it has no statement for.
  */
-import type { Device, Store } from "@hashee/sdk";
+import { isJsonObject, type Device, type JsonObject, type Store } from "@hashee/sdk";
+import { csrfToken } from "./api.js";
 import { one } from "./dom.js";
 import { BrowserEnrolment } from "./enrolment.js";
 import { browserDevice } from "./serving.js";
@@ -46,16 +53,17 @@ export async function signConsentForms(storeName: string, openStore: (name: stri
     form.addEventListener("submit", (event) => {
       if (event.defaultPrevented) return; // e.g. "Disconnect this agent?" answered no
       event.preventDefault();
-      void submitSigned(form, device);
+      void submitSigned(form, device, (event as SubmitEvent).submitter);
     });
   }
 }
 
-async function submitSigned(form: HTMLFormElement, device: Device): Promise<void> {
+async function submitSigned(form: HTMLFormElement, device: Device, submitter: HTMLElement | null): Promise<void> {
   const buttons = [...document.querySelectorAll<HTMLButtonElement>("button[type=submit]")];
+  const data = new FormData(form, submitter); // read before the buttons are disabled (a disabled submitter is refused)
   buttons.forEach((button) => { button.disabled = true; });
   try {
-    const next = await send(form, device);
+    const next = await send(form, data, device);
     if (next !== null) window.location.assign(next);
   } catch (error) {
     const banner = document.querySelector<HTMLElement>("[data-signing-error]");
@@ -69,21 +77,48 @@ async function submitSigned(form: HTMLFormElement, device: Device): Promise<void
   }
 }
 
-/** Sign and send what the form says; the page to go to next (null: stay). */
-async function send(form: HTMLFormElement, device: Device): Promise<string | null> {
+/** What the portal says the form asks: the request it would send, stored nowhere. */
+export interface Described {
+  readonly grantedScopes: string[];
+  readonly grantOptions: JsonObject;
+}
+
+/** The form posted with `X-Hashee-Describe: 1`; throws an Error saying the portal's refusal. */
+export async function describe(form: HTMLFormElement, data: FormData): Promise<Described> {
+  const response = await fetch(form.action, { method: "POST", body: data, credentials: "same-origin",
+    headers: { "X-Hashee-Describe": "1", "X-CSRFToken": csrfToken() || String(data.get("csrfmiddlewaretoken") ?? ""),
+      Accept: "application/json" } });
+  const body = (await response.json().catch(() => null)) as Record<string, unknown> | null;
+  if (!response.ok) {
+    const error = isJsonObject(body?.["error"]) ? body["error"] : {};
+    const details = Array.isArray(error["details"]) ? error["details"].map((d) => (isJsonObject(d) ? String(d["message"] ?? "") : "")) : [];
+    throw new Error([String(error["message"] ?? response.statusText), ...details.filter(Boolean)].join(" "));
+  }
+  const scopes = body?.["granted_scopes"];
+  const options = body?.["grant_options"];
+  if (!Array.isArray(scopes) || !scopes.every((s) => typeof s === "string") || !(options === undefined || isJsonObject(options))) {
+    throw new Error("the portal did not describe the form");
+  }
+  return { grantedScopes: scopes as string[], grantOptions: options ?? {} };
+}
+
+/** Sign and send what the portal describes the form to mean; the page to go to next (null: stay). */
+async function send(form: HTMLFormElement, formData: FormData, device: Device): Promise<string | null> {
   const data = form.dataset;
-  const scopes = new FormData(form).getAll("granted_scopes").map(String);
   if (data["sign"] === "grant") {
-    const relation = await device.grant(String(data["agentId"]), scopes, { userId: String(data["userId"]) });
+    const asked = await describe(form, formData);
+    const relation = await device.grant(String(data["agentId"]), asked.grantedScopes,
+      { userId: String(data["userId"]), grantOptions: asked.grantOptions });
     return String(data["next"]).replace(NO_RELATION, String(relation.relation_id));
   }
   const relationId = String(data["relationId"]);
   if (data["sign"] === "reconsent") {
-    const shown = Number(new FormData(form).get("acknowledged_manifest_version"));
+    const shown = Number(formData.get("acknowledged_manifest_version"));
     const agent = await device.transport.request("GET", `/agents/${String(data["agentId"])}`);
     const current = (agent.body as { capability_manifest_version?: number } | null)?.capability_manifest_version;
     if (current !== shown) return String(data["next"]); // it changed while the user read it: show the latest
-    await device.reconsent(relationId, scopes);
+    const asked = await describe(form, formData);
+    await device.reconsent(relationId, asked.grantedScopes, { grantOptions: asked.grantOptions });
     return String(data["next"]);
   }
   if (data["sign"] === "revoke") {

@@ -4,10 +4,11 @@
  * the SDK decide; it never decides trust itself. The consent pages load the same module:
  * there it signs the consent when this browser is a device (./consentSigning.ts).
  */
-import { AuditLog, indexedDbStore, type AuditEntry, type Store } from "@hashee/sdk";
+import { AuditLog, indexedDbStore, isJsonObject, UNUSED_GRANT_DAYS, type AuditEntry, type Store, type UnusedGrant } from "@hashee/sdk";
 import { signConsentForms } from "./consentSigning.js";
 import { one, loadTexts, row, setText, text, when, type Texts } from "./dom.js";
 import { BrowserEnrolment, type DeviceRow, type Enrolment } from "./enrolment.js";
+import { grantWords, say } from "./grantWords.js";
 import { filePicker, PromptDialog } from "./prompt.js";
 import { startDevice, type DeviceRuntime, type ServedAgent } from "./serving.js";
 import { holdDeviceLock } from "./tabLock.js";
@@ -117,6 +118,7 @@ class DevicePage {
       if (agentsToo || this.served === null) {
         this.served = this.runtime === null ? [] : await this.runtime.agents();
         this.renderAgents(this.served);
+        this.renderUnused(this.runtime === null ? [] : await this.runtime.unusedGrants());
       }
       const agents = this.served;
       const names = new Map(agents.map((agent) => [agent.agentId, agent.agentName]));
@@ -129,7 +131,7 @@ class DevicePage {
     one(this.root, "[data-agents-list]").replaceChildren(...agents.map((agent) => {
       const { element, cell } = row(one<HTMLTemplateElement>(this.root, "template[data-agent-row]"));
       element.dataset["agent"] = agent.agentId;
-      cell("agent").textContent = agent.agentName || agent.agentId;
+      cell("agent").replaceChildren(agent.agentName || agent.agentId, ...this.grantLines(agent));
       cell("safety").textContent = agent.identityChanged
         ? `${text(this.texts, "identity_changed")}: ${agent.safetyNumber ?? text(this.texts, "unverified")}`
         : agent.safetyNumber ?? text(this.texts, "unverified");
@@ -146,6 +148,69 @@ class DevicePage {
     one(this.root, "[data-agents-empty]").hidden = agents.length > 0;
   }
 
+  /** Each granted scope with options, in words ("Location: Only this time"); none for "always". */
+  private grantLines(agent: ServedAgent): HTMLElement[] {
+    return agent.granted.flatMap((scope) => {
+      const option = agent.grantOptions[scope];
+      const words = isJsonObject(option) ? grantWords(option, this.texts) : [];
+      if (words.length === 0) return [];
+      const line = document.createElement("div");
+      line.className = "small muted";
+      line.dataset["grant"] = scope;
+      line.textContent = `${this.texts.scopes[scope] ?? scope}: ${words.join(" · ")}`;
+      return [line];
+    });
+  }
+
+  /** The 90-day notice (Android's auto-reset, decided here): high-sensitivity grants this device
+   * has not used, each with "Withdraw" (a signed PATCH) and "Keep". */
+  private renderUnused(grants: readonly UnusedGrant[]): void {
+    let notice = this.root.querySelector<HTMLElement>("[data-unused-grants]");
+    if (grants.length === 0) { // nothing to say: no text of it on the page, not even hidden
+      notice?.remove();
+      return;
+    }
+    if (notice === null) {
+      notice = document.createElement("section");
+      notice.className = "banner banner-warn";
+      notice.dataset["unusedGrants"] = "";
+      notice.setAttribute("role", "status");
+      one(this.root, '[data-view="approved"]').prepend(notice);
+    }
+    const title = document.createElement("strong");
+    title.textContent = say(this.texts, "unused_title", { days: UNUSED_GRANT_DAYS });
+    const intro = document.createElement("span");
+    intro.textContent = say(this.texts, "unused_intro");
+    const list = document.createElement("ul");
+    list.append(...grants.map((grant) => this.unusedRow(grant)));
+    const body = document.createElement("div");
+    body.append(title, intro, list);
+    notice.replaceChildren(body);
+  }
+
+  private unusedRow(grant: UnusedGrant): HTMLElement {
+    const item = document.createElement("li");
+    item.dataset["unusedGrant"] = `${grant.relationId} ${grant.scope}`;
+    const what = document.createElement("span");
+    what.textContent = say(this.texts, "unused_row", { agent: grant.agentName || grant.agentId,
+      scope: this.texts.scopes[grant.scope] ?? grant.scope, since: when(grant.since) });
+    const button = (key: string, action: (g: UnusedGrant) => Promise<void>, primary: boolean): HTMLButtonElement => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = primary ? "btn btn-sm btn-primary" : "btn btn-sm";
+      b.textContent = say(this.texts, key);
+      b.dataset[key === "unused_withdraw" ? "unusedWithdraw" : "unusedKeep"] = "";
+      b.addEventListener("click", () => void this.act(async () => {
+        await action(grant);
+        await this.renderServed();
+      }));
+      return b;
+    };
+    item.append(what, " ", button("unused_withdraw", (g) => this.runtime!.withdraw(g), true), " ",
+      button("unused_keep", (g) => this.runtime!.keep(g), false));
+    return item;
+  }
+
   private renderActivity(entries: readonly AuditEntry[], names: ReadonlyMap<string, string>): void {
     const status = this.texts.status;
     one(this.root, "[data-activity-list]").replaceChildren(...entries.map((entry) => {
@@ -154,7 +219,8 @@ class DevicePage {
       cell("agent").textContent = names.get(entry.agent_id) ?? entry.agent_id;
       cell("tool").textContent = entry.tool_name;
       cell("scope").textContent = this.texts.scopes[entry.scope] ?? entry.scope;
-      cell("status").textContent = [status[entry.status] ?? entry.status, entry.reason ?? ""].join(" ").trim();
+      const said = status[entry.status] ?? (entry.status === "withdraw_failed" ? say(this.texts, "withdraw_failed") : entry.status);
+      cell("status").textContent = [said, entry.reason ?? ""].join(" ").trim();
       cell("digest").textContent = entry.arguments_digest.slice(0, 16);
       cell("digest").title = entry.arguments_digest;
       return element;

@@ -6,6 +6,7 @@
  * One prompt at a time: later ones wait their turn.
  */
 import { one, setText, text, type Texts } from "./dom.js";
+import { grantWords } from "./grantWords.js";
 import type { PromptAnswer, PromptRequest } from "./serving.js";
 
 export class PromptDialog {
@@ -60,7 +61,8 @@ export class PromptDialog {
     setText(this.dialog, "[data-prompt-agent]", request.agentName || request.agentId);
     setText(this.dialog, "[data-prompt-tool]", request.toolName);
     setText(this.dialog, "[data-prompt-description]", request.toolDescription);
-    setText(this.dialog, "[data-prompt-scope]", `${t.scopes[request.scope] ?? request.scope} (${request.scope})`);
+    const limits = grantWords(request.grantOption, t); // "Only this time", "Until …": said beside the permission
+    setText(this.dialog, "[data-prompt-scope]", [`${t.scopes[request.scope] ?? request.scope} (${request.scope})`, ...limits].join(" · "));
     const sensitivity = one(this.dialog, "[data-prompt-sensitivity]");
     sensitivity.textContent = t.sensitivity[request.sensitivity] ?? request.sensitivity;
     sensitivity.className = `sens sens-${request.sensitivity}`;

@@ -10,7 +10,7 @@
  */
 import {
   callApi, Device, HIGH_PROMPT_TIMEOUT_MS, IdentityChanged, type Json, type JsonObject, type PromptRequest as SdkPrompt,
-  type SessionCredential, type Store,
+  type SessionCredential, type Store, type UnusedGrant,
 } from "@hashee/sdk";
 import { csrfToken } from "./api.js";
 import type { ToolHandlers } from "./tools.js";
@@ -30,6 +30,8 @@ export interface PromptRequest {
   readonly manifestVersion: number | null;
   /** null: the agent has no identity key, its publisher is unverified */
   readonly safetyNumber: string | null;
+  /** how the user limited this grant (`{}`: always), said in words by the dialog */
+  readonly grantOption: JsonObject;
 }
 
 export type PromptAnswer = "allow" | "deny" | "timeout";
@@ -44,6 +46,9 @@ export interface ServedAgent {
   readonly verified: boolean;
   /** the identity changed since it was pinned: calls are refused until the user accepts */
   readonly identityChanged: boolean;
+  /** the granted scopes and the options this device enforces for them */
+  readonly granted: readonly string[];
+  readonly grantOptions: JsonObject;
 }
 
 export interface DeviceRuntime {
@@ -51,6 +56,11 @@ export interface DeviceRuntime {
   /** "Mark as verified" (kept on this device); after an identity change, also accepts the
    * new identity — the one whose number the user was shown and compared. */
   markVerified(agent: ServedAgent): Promise<void>;
+  /** high-sensitivity grants this device has not used for 90 days (issue 26) */
+  unusedGrants(): Promise<readonly UnusedGrant[]>;
+  /** withdraw one grant with a signed PATCH; or keep it (the 90 days start again) */
+  withdraw(grant: UnusedGrant): Promise<void>;
+  keep(grant: UnusedGrant): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -111,6 +121,11 @@ export async function startDevice(options: StartOptions): Promise<DeviceRuntime>
       if (agent.identityChanged) await device.acceptIdentity(agent.relationId, { safetyNumber: agent.safetyNumber });
       await options.store.set(VERIFIED + agent.relationId, agent.safetyNumber);
     },
+    unusedGrants: () => device.unusedGrants(),
+    withdraw: async (grant) => {
+      await device.withdraw(grant.relationId, grant.scope);
+    },
+    keep: (grant) => device.keepGrant(grant.relationId, grant.scope),
     stop: () => device.stop(),
   };
 }
@@ -119,7 +134,7 @@ function pagePrompt(request: SdkPrompt): PromptRequest {
   const sensitivity = (["low", "medium", "high"] as const).find((s) => s === request.sensitivity) ?? "high";
   return { callId: request.callId, agentId: request.agentId, agentName: request.agentName, toolName: request.toolName,
     toolDescription: request.toolDescription, scope: request.scope, sensitivity, arguments: request.arguments,
-    manifestVersion: request.manifestVersion, safetyNumber: request.safetyNumber };
+    manifestVersion: request.manifestVersion, safetyNumber: request.safetyNumber, grantOption: request.grantOption };
 }
 
 interface ApiRelation {
@@ -144,7 +159,8 @@ async function servedAgents(device: Device, store: Store): Promise<ServedAgent[]
     const safetyNumber = identityChanged ? await device.pendingSafetyNumber(relation.relation_id) : view.safetyNumber;
     const kept = await store.get(VERIFIED + relation.relation_id);
     agents.push({ relationId: relation.relation_id, agentId: view.agentId, agentName: view.agentName, safetyNumber,
-      verified: !identityChanged && safetyNumber !== null && kept === safetyNumber, identityChanged });
+      verified: !identityChanged && safetyNumber !== null && kept === safetyNumber, identityChanged,
+      granted: [...view.granted].filter((s) => !view.unbacked.has(s) && !view.pending.has(s)).sort(), grantOptions: view.grantOptions });
   }
   return agents;
 }

@@ -59,6 +59,11 @@ export function listed(deviceId: string, keys: KeyPair, approver: KeyPair | null
 export class FakeServer {
   versions: any[] = [manifest()];
   granted = [...ALL_SCOPES];
+  grantOptions: Record<string, any> = {};
+  /** Answer every PATCH with this error code instead (a server that refuses, e.g. VERSION_CONFLICT). */
+  refusePatch: string | null = null;
+  /** The server's clock: a grant past its `until` reads as withdrawn (SPEC §5.2 v1.2). */
+  now: () => number = Date.now;
   status = "active";
   pending: string[] = [];
   acknowledged = 1;
@@ -105,7 +110,10 @@ export class FakeServer {
   }
 
   relation(): any {
-    return { relation_id: RELATION_ID, agent_id: AGENT_ID, user: USER, granted_scopes: this.granted, pending_scopes: this.pending,
+    const live = this.granted.filter((s) => !(Number.isInteger(this.grantOptions[s]?.until) && this.grantOptions[s].until <= this.now()));
+    const options = Object.fromEntries(Object.entries(this.grantOptions).filter(([s]) => live.includes(s)));
+    return { relation_id: RELATION_ID, agent_id: AGENT_ID, user: USER, granted_scopes: live, grant_options: options,
+      pending_scopes: this.pending,
       status: this.status, acknowledged_manifest_version: this.acknowledged,
       acknowledged_manifest_hash: canonicalHash(this.versions[this.acknowledged - 1]), current_manifest_version: this.versions.length,
       consent_statement: this.consentStatement, revoked_at: this.status === "revoked" ? "2026-01-02T00:00:00Z" : null };
@@ -127,7 +135,7 @@ export class FakeServer {
   }
 
   handle(party: string, method: string, path: string, body: any): HttpResponse {
-    const route = `${method} ${path}`;
+    const route = `${method} ${path.split("?")[0]}`;
     if (route === `GET /h2a/relations/${RELATION_ID}`) return ok(this.relation());
     if (route === "GET /h2a/relations") return ok({ count: 1, next: null, previous: null, results: [this.relation()] });
     if (route === "POST /h2a/relations" || route === `PATCH /h2a/relations/${RELATION_ID}` || route === `DELETE /h2a/relations/${RELATION_ID}`) {
@@ -168,7 +176,9 @@ export class FakeServer {
 
   private consent(method: string, body: any): HttpResponse {
     const revoked = method === "DELETE";
+    if (method === "PATCH" && this.refusePatch !== null) return error(409, this.refusePatch);
     const granted = revoked ? [] : [...new Set<string>(body.granted_scopes ?? [])].sort();
+    const options = revoked ? {} : (body.grant_options ?? {});
     const signed = body.consent_statement;
     if (signed) {
       const devices = new Map(this.devices.map((d) => [d.key_id as string, PublicKeys.fromApi(d)]));
@@ -181,14 +191,15 @@ export class FakeServer {
       }
       const expected: Record<string, Json> = { agent_id: AGENT_ID, user_id: USER, revoked, acknowledged_manifest_version: this.versions.length,
         acknowledged_manifest_hash: canonicalHash(this.manifest) };
-      if (Object.entries(expected).some(([k, v]) => statement[k] !== v) || JSON.stringify(statement.granted_scopes) !== JSON.stringify(granted)) {
+      if (Object.entries(expected).some(([k, v]) => statement[k] !== v) || JSON.stringify(statement.granted_scopes) !== JSON.stringify(granted)
+        || canonicalHash(statement.grant_options) !== canonicalHash(options)) {
         return error(400, "CONSENT_SIGNATURE_INVALID", "the statement is not this request's");
       }
       if (this.consentStatement && statement.seq <= this.consentStatement.statement.seq) return error(409, "CONSENT_OUT_OF_ORDER");
     }
     this.consentStatement = signed ? clone(signed as JsonObject) : null;
     if (revoked) this.status = "revoked";
-    else [this.granted, this.status, this.pending, this.acknowledged] = [granted, "active", [], this.versions.length];
+    else [this.granted, this.grantOptions, this.status, this.pending, this.acknowledged] = [granted, options, "active", [], this.versions.length];
     return ok(this.relation(), method === "POST" ? 201 : 200);
   }
 }

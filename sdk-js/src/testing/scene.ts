@@ -5,7 +5,7 @@
 import { canonicalHash, type JsonObject } from "../canonical.js";
 import { KeyPair } from "../crypto.js";
 import { Agent, type ToolAnswer } from "../agent.js";
-import { Device, type PromptAnswer, type PromptRequest } from "../device.js";
+import { Device, type DeviceNotice, type PromptAnswer, type PromptRequest } from "../device.js";
 import { Recipient, seal } from "../envelope.js";
 import { ToolCallTimeout } from "../errors.js";
 import type { EventFrame } from "../rest.js";
@@ -25,6 +25,7 @@ export class Scene {
   readonly agentSide = new LyingTransport(this.server.transport("agent"));
   readonly asked: PromptRequest[] = [];
   readonly ran: [string, JsonObject][] = [];
+  readonly notices: DeviceNotice[] = [];
   answer: PromptAnswer = "allow";
   readonly deviceStore: Store = memoryStore();
   readonly agentStore: Store = memoryStore();
@@ -33,6 +34,7 @@ export class Scene {
 
   static async create(setup?: (scene: Scene) => void): Promise<Scene> {
     const scene = new Scene();
+    scene.server.now = scene.clock;
     setup?.(scene);
     scene.device = scene.startDevice();
     await scene.device.init();
@@ -44,12 +46,14 @@ export class Scene {
   }
 
   /** Bob's device (again, after a restart: the same store). */
-  startDevice(store: Store = this.deviceStore, deviceId = "laptop"): Device {
+  startDevice(store: Store = this.deviceStore, deviceId = "laptop", onNotice = (n: DeviceNotice): void => {
+    this.notices.push(n);
+  }): Device {
     const record = (name: string) => async (args: JsonObject): Promise<any> => {
       this.ran.push([name, args]);
       return name === "notify" ? { shown: true } : name === "read_file" ? { text: "hello" } : { latitude: 1, longitude: 2, accuracy_m: 1000 };
     };
-    return new Device({ url: "http://fake", credential: "hsk_fake", deviceId, store, transport: this.userSide, clock: this.clock,
+    return new Device({ url: "http://fake", credential: "hsk_fake", deviceId, store, transport: this.userSide, clock: this.clock, onNotice,
       tools: { notify: record("notify"), read_file: record("read_file"), locate: record("locate"), agenda: record("agenda") },
       prompt: (request) => {
         this.asked.push(request);
