@@ -225,7 +225,8 @@ def terminal_prompt(auto_yes: bool) -> Any:
 
 
 def tell_bob(notice: Notice) -> None:
-    """What the device tells bob besides prompts: a used once-grant the server did not let it
+    """What the device tells bob besides prompts: a call refused without asking him (a paused
+    permission, a grant he did not give), a used once-grant the server did not let it
     withdraw, a high grant unused for 90 days (with the offer to withdraw it)."""
     print(f"\n[bob's device] {notice.text}")
 

@@ -66,7 +66,7 @@ from hashee_sdk.errors import (
     WrongRecipient,
 )
 from hashee_sdk.events import FrameConsumer, frame_parts, listen
-from hashee_sdk.grants import ALWAYS, Notice, describe
+from hashee_sdk.grants import ALWAYS, TOLD_BY_THE_USER, Notice, describe, refusal_words
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
 from hashee_sdk.rest import Transport, send_message
@@ -459,6 +459,7 @@ class UserClient(DeviceConsent, FrameConsumer):
                           agent_id=view.agent_id if view is not None else agent_id,
                           tool_name=str(call.get("tool_name") or "")[:64], scope="", arguments=call.get("arguments"),
                           status=REFUSED, reason=reason, now=self.clock())
+        self._tell_refusal(relation_id, view, call, reason, agent_id=agent_id)
 
     async def _reply(self, relation_id: str, call: Mapping[str, Any], response: dict[str, Any]) -> None:
         reply_to = Recipient.reply(wire.b64decode(call["reply_key"]))
@@ -481,7 +482,26 @@ class UserClient(DeviceConsent, FrameConsumer):
                            "signed statement does not give", view.relation_id, call.get("tool_name"))
         response = await self._respond(view, call, decision, subject, deadline_ms)
         self._audit(view, call, response)
+        if response["status"] == contract.DENIED:
+            self._tell_refusal(view.relation_id, view, call, str(response.get("reason")))
         return response
+
+    def _tell_refusal(self, relation_id: str, view: RelationView | None, call: Mapping[str, Any], reason: str, *,
+                      agent_id: str = "") -> None:
+        """Tell the user of a call refused without asking them (``call_refused``): every one,
+        as it happens — a paused permission, a withdrawn grant, a lie of the server's."""
+        if reason in TOLD_BY_THE_USER or self.on_notice is None:
+            return
+        name = call.get("tool_name")
+        tool = view.manifest.tools.get(name) if view is not None and isinstance(name, str) else None
+        agent_id = view.agent_id if view is not None else agent_id
+        agent = (view.agent_name if view is not None else "") or f"agent {agent_id}"
+        scope = tool.scope if tool is not None else ""
+        text = refusal_words(agent=agent, tool=str(name or "")[:64], scope=scope, reason=reason)
+        try:
+            self.on_notice(Notice("call_refused", relation_id, agent_id, scope, text, reason))
+        except Exception as exc:  # a broken notice callback never stops the device
+            logger.warning("on_notice failed: %s", type(exc).__name__)
 
     def _decide(self, view: RelationView, call: Mapping[str, Any], subject: PolicySubject) -> Decision:
         return contract.decide(call, manifest=view.manifest, granted=view.granted,

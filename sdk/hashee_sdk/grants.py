@@ -151,14 +151,43 @@ def outside(grant: ScopeGrant, tool: str, arguments: Any) -> tuple[dict[str, str
 class Notice:
     """Something the device tells its user that is not a prompt: ``kind`` is
     ``once_not_withdrawn`` (a once-grant was used and is refused here, but the server did not
-    take the signed withdrawal) or ``unused_grant`` (a high-sensitivity grant unused for a long
-    time, with an offer to withdraw it); ``text`` says it in words."""
+    take the signed withdrawal), ``unused_grant`` (a high-sensitivity grant unused for a long
+    time, with an offer to withdraw it) or ``call_refused`` (a call refused without asking the
+    user, ``reason`` saying why); ``text`` says it in words."""
 
     kind: str
     relation_id: str
     agent_id: str
     scope: str
     text: str
+    reason: str = ""
+
+
+# Why a call was refused without asking, in words (SPEC §6 reasons; the user's own answers —
+# user_refused, user_timeout — are not told back to them).
+REFUSAL_WORDS = {
+    "scope_not_granted": "you have not granted {scope} (or not for this call)",
+    "reauth_required": "{scope} is paused until you answer the agent's new version",
+    "permission_revoked": "you disconnected this agent",
+    "consent_unverified": "the server claims a consent your own signed consent does not give",
+    "tool_not_declared": "the agent's manifest declares no such tool",
+    "tool_not_supported_in_group": "tools are not called in group conversations",
+    "identity_changed": "the agent's identity changed: compare the new safety number first",
+    "runtime_key_unpinned": "the call was not signed by a key this device trusts for the agent",
+    "manifest_unverified": "the agent's manifest could not be verified",
+    "untrusted_sender": "it was not sent by a key this device trusts for the agent",
+    "envelope_invalid": "it could not be opened as a sealed call",
+    "call_malformed": "it was not a well-formed call",
+    "call_expired": "the call arrived after it expired",
+    "call_replayed": "the same call was sent again",
+}
+TOLD_BY_THE_USER = frozenset({"user_refused", "user_timeout"})
+
+
+def refusal_words(*, agent: str, tool: str, scope: str, reason: str) -> str:
+    """"Refused DemoBot's read_file: {scope} is paused until you answer …" for the user."""
+    why = REFUSAL_WORDS.get(reason, reason.replace("_", " ")).format(scope=scope or "its permission")
+    return f"Refused {agent}'s {tool or 'call'}: {why}."
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tests.sdk.fakes import AGENT_ID, AGENT_NAME, ALL_SCOPES, RELATION_ID, FakeT
 from tests.sdk.test_client import T0, T0_MS
 from tests.sdk_trust.scene import Scene, run
 from tests.sdk_trust.test_consent_trust import relation_says
-from tests.sdk_trust.test_lying_server import statuses
+from tests.sdk_trust.test_lying_server import settle_relation, statuses, widened_path
 
 ONCE = {"location:read": {"once": True}}
 DOCS_ONLY = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
@@ -113,7 +113,7 @@ def test_a_used_once_grant_stays_used_across_a_restart_when_the_withdrawal_faile
 
     assert statuses(first, second) == [("ok", None), ("denied", "scope_not_granted")]
     assert scene.server.granted == sorted(ALL_SCOPES) and scene.server.grant_options == ONCE
-    assert [(n.kind, n.scope) for n in notices] == [("once_not_withdrawn", "location:read")]
+    assert [(n.kind, n.scope) for n in notices] == [("once_not_withdrawn", "location:read")]  # before the restart
     assert "only this time and has been used" in notices[0].text
 
 
@@ -339,3 +339,25 @@ def test_a_relation_event_brings_the_withdrawal_the_server_refused() -> None:
     run(scene.client.handle_frame(scene.server.relation_frame(EventType.RELATION_UPDATED)))
 
     assert "location:read" not in scene.server.granted
+
+
+# --- a refusal the user did not answer is told to them (issue 26.2) ------------------------
+
+
+def test_a_call_of_a_paused_permission_is_refused_and_bob_is_told_why_but_not_of_his_own_no() -> None:
+    """The server hides bob's pending re-consent from the agent's side; his device refuses
+    the paused tool and tells him so — a refusal he said himself is not told back."""
+    scene = Scene()
+    notices = told(scene)
+    scene.server.publish(widened_path(), pending=["filesystem:read"])
+    scene.agent_side.lie(f"/h2a/relations/{RELATION_ID}", settle_relation)
+    v2 = scene.runtime(widened_path())
+
+    paused = run(scene.call("read_file", {"path": "/etc/passwd"}, agent=v2))
+    scene.prompt.answer = False
+    declined = run(scene.call("locate", {}, agent=v2))
+
+    assert statuses(paused, declined) == [("denied", "reauth_required"), ("denied", "user_refused")]
+    assert [(n.kind, n.reason, n.scope, n.text) for n in notices] == [
+        ("call_refused", "reauth_required", "filesystem:read",
+         f"Refused {AGENT_NAME}'s read_file: filesystem:read is paused until you answer the agent's new version.")]

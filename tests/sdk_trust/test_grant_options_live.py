@@ -163,8 +163,11 @@ def test_a_once_grant_whose_withdrawal_the_server_refuses_stays_refused_and_bob_
 
     assert answered(first) == ("ok", None) and answered(second) == ("denied", "scope_not_granted")
     assert stored["grant_options"] == {"filesystem:read": {"once": True}}  # the server never took the withdrawal
-    assert [(n.kind, n.scope) for n in world.notices] == [("once_not_withdrawn", "filesystem:read")]
+    assert [(n.kind, n.scope) for n in world.notices] == [("once_not_withdrawn", "filesystem:read"),
+                                                          ("call_refused", "filesystem:read")]
     assert "VERSION_CONFLICT" in world.notices[0].text
+    assert world.notices[1].text == ("Refused DemoBot's read_file: you have not granted filesystem:read "
+                                     "(or not for this call).")
     assert next_consent["granted_scopes"] == ["location:read", "notification:send"]  # left out of the next one
     assert world.ran == [("read_file", {"path": "/home/bob/notes.txt"})]
 
