@@ -44,6 +44,9 @@ ENUM_MAX_VALUES = 20  # more values than this are not offered as checkboxes
 TITLE_MAX_CHARS = 80  # an argument's title as a choice names it (the owner's text)
 _REGEX_SPECIAL = re.compile(r"([\\^$.|?*+()\[\]{}])")
 _ESCAPED = re.compile(r"\\(.)")
+# A narrowed string never climbs out of its prefix: no ".." segment anywhere (between "/" or
+# "\\" or the ends), so "/home/bob/docs/../../etc/passwd" is outside "/home/bob/docs/".
+NO_PARENT_SEGMENT = {"pattern": r"(^|[/\\])\.\.([/\\]|$)"}
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,11 @@ def prefix_of(pattern: Any) -> str | None:
 
 def arguments_schema(prefixes: dict[str, str], allowed: dict[str, list[Any]]) -> dict[str, Any]:
     """One schema a call of a tool must also satisfy: its string arguments starting with
-    ``prefixes``, its enum arguments among ``allowed``. It stays open: the tool's own schema
+    ``prefixes`` (and never climbing out of them with a ".." segment), its enum arguments
+    among ``allowed``. It stays open: the tool's own schema
     closes the arguments, and every argument it does not name stays as the tool says."""
-    properties: dict[str, Any] = {p: {"type": "string", "pattern": prefix_pattern(v)} for p, v in prefixes.items()}
+    properties: dict[str, Any] = {p: {"type": "string", "pattern": prefix_pattern(v), "not": NO_PARENT_SEGMENT}
+                                  for p, v in prefixes.items()}
     properties.update({p: {"enum": values} for p, values in allowed.items()})
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if prefixes:

@@ -68,6 +68,17 @@ test("decide() holds a narrowed tool to its schema as well as the tool's own, wi
   assert.equal(outcome(call("read_file", { path: "/home/bob/docs/a.txt" }), context(broken)), "denied: scope_not_granted");
 });
 
+test("a folder chosen on the portal's page holds against .. on the device (the schema the page makes)", () => {
+  // portal/grant_choices.py: a prefix, and never a ".." segment (tests/portal/test_grant_choices.py pins the same schema)
+  const folder = { type: "object", required: ["path"], properties: { path: { type: "string", pattern: "^/home/bob/docs/",
+    not: { pattern: "(^|[/\\\\])\\.\\.([/\\\\]|$)" } } } };
+  const options = { "filesystem:read": { arguments: { read_file: folder } } };
+  const table: [string, string][] = [["/home/bob/docs/a.txt", "prompt"], ["/home/bob/docs/.notes/a..b", "prompt"],
+    ["/home/bob/docs/../../etc/passwd", "denied: scope_not_granted"], ["/home/bob/docs/a/../../x", "denied: scope_not_granted"],
+    ["/home/bob/docs\\..\\secret", "denied: scope_not_granted"], ["/home/bob/docs/..", "denied: scope_not_granted"]];
+  for (const [path, expected] of table) assert.equal(outcome(call("read_file", { path }), context(options)), expected, path);
+});
+
 // --- bob's device against the fake server ------------------------------------------------
 
 /** Bob's device has looked once, then signs consent to every scope with `options`. */

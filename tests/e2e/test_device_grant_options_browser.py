@@ -31,6 +31,7 @@ from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, PublicKeys, ToolResult
 from hashee_sdk.consent_statements import verify_consent
 from hashee_sdk.core.device_tools import manifest_entries
+from portal.grant_choices import NO_PARENT_SEGMENT
 from tests.e2e.browsers import SHOTS, WAIT_MS, stack_browser_server
 from tests.e2e.live import LiveServer
 
@@ -39,7 +40,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
 PROMPT_TIMEOUT_MS = 8000  # the page's test hook (tests/e2e/test_device_browser.py)
 DAY_MS = 24 * 3600 * 1000
 DOCS = "/home/bob/docs/"
-NARROWED = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
+NARROWED = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/", "not": NO_PARENT_SEGMENT}},
             "required": ["path"]}
 EXECUTOR = ThreadPoolExecutor(max_workers=1)
 

@@ -13,12 +13,13 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from agents.management.commands.seed_demo import DEMO_MANIFEST
+from portal.grant_choices import NO_PARENT_SEGMENT
 from tests.e2e.browsers import browser_server
 from tests.e2e.live import LiveServer
 from tests.e2e.test_portal_browser import log_in, new_page, publish, shoot, unique
 
 pytestmark = pytest.mark.browser
-DOCS = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
+DOCS = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/", "not": NO_PARENT_SEGMENT}},
         "required": ["path"]}
 
 

@@ -16,7 +16,8 @@ from django.urls import reverse
 from agents import services as agent_services
 from agents.models import Agent
 from hashee.errors import HasheeError
-from portal.grant_choices import grant_request, prefix_of, prefix_pattern
+from hashee_sdk.grants import outside, read_grants
+from portal.grant_choices import NO_PARENT_SEGMENT, grant_request, prefix_of, prefix_pattern
 from relations.models import Relation
 from tests.portal.test_views import browser_for
 
@@ -76,7 +77,8 @@ def test_a_path_prefix_and_allowed_values_become_one_closed_schema_per_tool(mani
         manifest=located(manifest), now=NOW)
     assert asked.grant_options == {
         "filesystem:read": {"once": True, "arguments": {"read_file": {
-            "type": "object", "properties": {"path": {"type": "string", "pattern": r"^/home/bob/docs \(old\)\.v2/"}},
+            "type": "object", "properties": {"path": {"type": "string", "pattern": r"^/home/bob/docs \(old\)\.v2/",
+                                                       "not": NO_PARENT_SEGMENT}},
             "required": ["path"]}}},
         "location:read": {"arguments": {"get_location": {
             "type": "object", "properties": {"accuracy": {"enum": ["approximate", "city"]}}}}}}
@@ -86,6 +88,21 @@ def test_every_value_ticked_narrows_nothing(manifest: dict[str, Any]) -> None:
     asked = grant_request(post({"granted_scopes": ["location:read"], "enum:get_location:accuracy:offered": "1",
                                 "enum:get_location:accuracy": ["0", "1", "2"]}), manifest=located(manifest), now=NOW)
     assert asked.grant_options == {}
+
+
+@pytest.mark.parametrize(("path", "inside"), [
+    ("/home/bob/docs/report.txt", True), ("/home/bob/docs/.notes/a..b", True),
+    ("/home/bob/docs/../../etc/passwd", False), ("/home/bob/docs/..", False), ("/home/bob/docs/a/../../x", False),
+    ("/home/bob/docs\\..\\secret", False), ("/home/bob/documents", False), ("/etc/passwd", False)])
+def test_a_folder_chosen_on_the_page_holds_on_bobs_device_even_against_dot_dot(
+        manifest: dict[str, Any], path: str, inside: bool) -> None:
+    """An agent that wants /etc/passwd asks for it through the folder bob chose: the device,
+    judging the schema the page made, refuses every way out of the folder."""
+    asked = grant_request(post({"granted_scopes": ["filesystem:read"], "prefix:read_file:path": "/home/bob/docs"}),
+                          manifest=manifest, now=NOW)
+    grant = read_grants(["filesystem:read"], asked.grant_options)["filesystem:read"]
+
+    assert (outside(grant, "read_file", {"path": path}) is None) is inside
 
 
 @pytest.mark.parametrize("prefix", ["/home/bob/docs/", "C:\\Users\\bob\\", "a.b*c+d?e(f)[g]{h}|i^j$k", "路径/文件"])
@@ -115,7 +132,7 @@ def test_describe_answers_the_request_and_stores_nothing(bob: User, agent: Agent
     assert response.status_code == 200
     assert response.json() == {"granted_scopes": ["filesystem:read"], "grant_options": {"filesystem:read": {
         "once": True, "arguments": {"read_file": {
-            "type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
+            "type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/", "not": NO_PARENT_SEGMENT}},
             "required": ["path"]}}}}}
     assert not Relation.objects.filter(user=bob).exists()
 

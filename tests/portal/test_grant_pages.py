@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Agent
+from portal.grant_choices import NO_PARENT_SEGMENT
 from relations import services as relation_services
 from relations.models import Relation
 from tests.conftest import client_for
@@ -24,7 +25,7 @@ from tests.portal.test_safety_pages import english_in
 from tests.portal.test_views import browser_for
 
 pytestmark = pytest.mark.django_db
-DOCS = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/"}},
+DOCS = {"type": "object", "properties": {"path": {"type": "string", "pattern": "^/home/bob/docs/", "not": NO_PARENT_SEGMENT}},
         "required": ["path"]}
 
 
