@@ -32,7 +32,8 @@ def call(world: World, side: str = "agent") -> list[str]:
 
 
 def following(world: World) -> World:
-    world.agent.keydir.freshness.following(True)  # as listen() says when its socket opens
+    for side in (world.agent, world.client):
+        side.keydir.freshness.following(True)  # as listen() says when its socket opens
     return world
 
 
@@ -158,3 +159,42 @@ def test_an_answer_overtaken_by_an_event_serves_its_call_but_is_not_kept(monkeyp
 
     assert call(world) == [f"/h2a/relations/{RELATION_ID}/keys"]
 
+
+def test_the_device_reads_nothing_for_a_call_after_an_idle_hour_while_the_stream_is_followed() -> None:
+    world = following(World())
+    first = call(world, "user")
+    world.clock.now += HOUR
+
+    assert f"/h2a/relations/{RELATION_ID}/keys" in first
+    assert call(world, "user") == []
+
+
+def test_the_device_reads_the_agents_keys_again_after_a_minute_without_a_stream() -> None:
+    world = World()
+    call(world, "user")
+    world.clock.now += 61
+
+    assert f"/h2a/relations/{RELATION_ID}/keys" in call(world, "user")
+
+
+@pytest.mark.parametrize("kind", [EventType.RUNTIME_KEY_REVOKED, EventType.IDENTITY_CHANGED])
+def test_a_revoked_runtime_key_is_no_longer_trusted_by_the_device_once_the_event_comes(kind: str) -> None:
+    world = following(World())
+    call(world, "user")
+    world.server.agent_keys.clear()  # the owner revoked the runtime's key
+    trusted = run(world.client.keydir.relation(RELATION_ID)).agent_keys_by_id()
+    assert world.agent_keys.key_id in trusted  # kept: no event yet
+
+    run(world.client.handle_frame(frame(kind, agent_id=AGENT_ID, key={"key_id": world.agent_keys.key_id})))
+
+    assert run(world.client.keydir.relation(RELATION_ID)).agent_keys == ()
+
+
+def test_a_gap_in_the_devices_stream_drops_the_agents_keys() -> None:
+    world = following(World())
+    call(world, "user")
+
+    world.client.keydir.freshness.following(False)
+    world.client.keydir.freshness.following(True)
+
+    assert f"/h2a/relations/{RELATION_ID}/keys" in call(world, "user")
