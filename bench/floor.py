@@ -54,15 +54,20 @@ class ShiftedClock:
 
 
 class Counting:
-    """A transport that counts its requests by method (then passes them on)."""
+    """A transport that counts its requests by method (then passes them on), and times its POSTs."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.counts: Counter[str] = Counter()
+        self.posts: list[float] = []
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         self.counts[method] += 1
-        return await self.inner.request(method, path, **kwargs)
+        started = time.perf_counter()
+        answer = await self.inner.request(method, path, **kwargs)
+        if method == "POST":
+            self.posts.append(time.perf_counter() - started)
+        return answer
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -170,7 +175,7 @@ async def compare(world: Mapping[str, Any], agent_url: str, device_url: str, bar
         await asyncio.gather(*listeners, return_exceptions=True)
         await user_http.aclose()
         await agent_http.aclose()
-    return {"samples": samples, "gets": gets}
+    return {"samples": samples, "gets": gets, "posts": agent_http.posts[-ROUNDS:] + user_http.posts[-ROUNDS:]}
 
 
 def ratio(label: str, top: list[float], bottom: list[float]) -> str:
@@ -206,6 +211,7 @@ def main() -> None:
     print(row("bare uvicorn relay (POST → socket, twice)", samples["bare"]))
     print(row("tool call, warm", samples["warm"]))
     print(row(f"tool call after {IDLE_S:.0f} s idle", samples["idle"]))
+    print(row("  of which a message POST, as the SDK sees it", found["posts"]))
     print(ratio("warm / bare relay", samples["warm"], samples["bare"]))
     print(ratio("idle / warm", samples["idle"], samples["warm"]))
     print(f"{'GETs per call (both SDKs)':<44} warm {statistics.mean(gets['warm']):.1f}   "
