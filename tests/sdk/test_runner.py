@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hashee_sdk import runner
 from hashee_sdk.runner import DaemonThreads, call_with_deadline
 
 
@@ -26,7 +27,9 @@ def test_a_handlers_answer_and_its_error_come_back() -> None:
         run(call_with_deadline(lambda x: {}[x], "missing", 5))
 
 
-def test_calls_one_after_another_reuse_one_thread() -> None:
+def test_calls_one_after_another_reuse_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "THREADS", DaemonThreads())  # none left idle by other tests
+
     async def many() -> set[int]:
         return {await call_with_deadline(lambda _: threading.get_ident(), None, 5) for _ in range(20)}
 
