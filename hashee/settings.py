@@ -73,14 +73,14 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "hashee.requestlog.RequestIdMiddleware",  # first: its id, timing and count cover every answer
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "hashee.browser_only.ContentSecurityPolicy",  # these three: browser pages only (not the API)
     "hashee.static.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.locale.LocaleMiddleware",
+    "hashee.browser_only.Locale",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "hashee.browser_only.Messages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "hashee.not_found.ApiNotFoundMiddleware",
 ]

@@ -67,7 +67,7 @@ from hashee_sdk.errors import (
 )
 from hashee_sdk.events import FrameConsumer, frame_parts, listen
 from hashee_sdk.grants import expired_in
-from hashee_sdk.keys import KeyDirectory
+from hashee_sdk.keys import KeyDirectory, Stamp
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S
 from hashee_sdk.rest import Transport, call_api, send_message
 from hashee_sdk.store import LocalStore, state_file
@@ -77,7 +77,6 @@ logger = logging.getLogger(__name__)
 NETWORK_ALLOWANCE_S = 10.0
 # docs/wire-spec.md §4: expires_at is at most timeout_ms + 60 s after the call is signed.
 EXPIRY_SLACK_MS = 60_000
-PUBLISHED_TTL_S = 60.0
 CURSOR = "agent-events"
 
 
@@ -159,7 +158,7 @@ class AgentRuntime(FrameConsumer):
                                                                      pins=KeyPins(self.store))
         self.prompt_allowance_s = prompt_allowance_s
         self._pending: dict[str, _Pending] = {}  # by reply key id
-        self._published: tuple[int, float] | None = None  # (version, when checked)
+        self._published: tuple[int, Stamp] | None = None  # (version, when checked)
         self.consents = ConsentMemory(self.store)
         self._breaking: dict[tuple[int, str, str], frozenset[str]] = {}  # (acknowledged, own hash) → changed
 
@@ -258,19 +257,28 @@ class AgentRuntime(FrameConsumer):
         return tool.timeout_ms / 1000 + self.prompt_allowance_s + NETWORK_ALLOWANCE_S
 
     async def published_version(self, *, refresh: bool = False) -> int:
-        """The version under which the agent publishes this runtime's manifest (checked at
-        most once a minute). Raises ManifestNotPublished, ApiError."""
+        """The version under which the agent publishes this runtime's manifest: checked again
+        after an ``agent.manifest_updated``, ``h2a.reauth_required`` or a gap in the events
+        while :meth:`listen` runs, else at most once a minute (the key directory's
+        ``freshness``). Raises ManifestNotPublished, ApiError."""
+        freshness = self.keydir.freshness
         cached = self._published
-        if cached is not None and not refresh and self.clock() - cached[1] < PUBLISHED_TTL_S:
+        if cached is not None and not refresh and freshness.fresh(cached[1]):
             return cached[0]
         self._published = None
+        stamp, mark = freshness.stamp()
         agent = await call_api(self.transport, "GET", f"/agents/{self.agent_id}")
         version = agent.get("capability_manifest_version") if isinstance(agent, dict) else None
         if type(version) is not int or agent.get("capability_manifest_hash") != self.manifest.hash:
             raise ManifestNotPublished(f"agent {self.agent_id} publishes another manifest than this runtime's "
                                        f"(hash {self.manifest.hash[:12]}…): publish it before calling tools")
-        self._published = (version, self.clock())
+        if freshness.keeps(mark):
+            self._published = (version, stamp)
         return version
+
+    def _forget_published(self) -> None:
+        self._published = None
+        self.keydir.freshness.forgot()
 
     async def call_tool(self, relation_id: str, name: str, arguments: Mapping[str, Any], *,
                         timeout: float | None = None, device_id: str | None = None) -> ToolResult:
@@ -386,6 +394,7 @@ class AgentRuntime(FrameConsumer):
     async def handle_frame(self, frame: Mapping[str, Any]) -> None:
         """Act on one event frame (socket, poll or webhook)."""
         kind, data = frame_parts(frame)
+        self.keydir.observe(kind, data)  # keys an event says changed are read again
         if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
             await self.observe_relation(data.get("relation") or {})
         if kind == EventType.MESSAGE_NEW:
@@ -396,29 +405,25 @@ class AgentRuntime(FrameConsumer):
                 if pending.relation_id == relation_id and not pending.future.done():
                     pending.future.set_result(ToolResult(pending.call_id, "denied", reason="permission_revoked"))
         elif kind in (EventType.REAUTH_REQUIRED, EventType.MANIFEST_UPDATED):
-            self._published = None
-        elif kind in (EventType.DEVICE_REVOKED, EventType.DEVICE_APPROVED, EventType.DEVICE_PUBLISHED):
-            self._device_changed(kind, data)
+            self._forget_published()
+        elif kind == EventType.DEVICE_REVOKED:
+            self._tombstone(data)
         elif kind == EventType.DEVICE_RESET:  # its revocations came as DEVICE_REVOKED: nothing is trusted
             logger.warning("relation %s: the user reset their devices; calls wait until the new safety number is "
                            "compared and accepted (accept_user_reset)", data.get("relation_id"))
-            self.keydir.forget(str(data.get("relation_id") or "") or None)
         elif kind == EventType.RESYNC_REQUIRED:
-            self._published = None
-            self.keydir.forget()
+            self._forget_published()
             await self._refetch_answers()
 
-    def _device_changed(self, kind: str, data: Mapping[str, Any]) -> None:
-        """The user's devices changed: read the keys again. A device said to be revoked is
-        tombstoned at once (believing the server here can only take trust away)."""
+    def _tombstone(self, data: Mapping[str, Any]) -> None:
+        """A device said to be revoked is tombstoned at once (believing the server here can
+        only take trust away); the keys are read again at the next call."""
         relation_id = str(data.get("relation_id") or "")
         device = data.get("device") if isinstance(data.get("device"), Mapping) else {}
         key_id = device.get("key_id") if isinstance(device, Mapping) else None
-        if (kind == EventType.DEVICE_REVOKED and relation_id and isinstance(key_id, str)
-                and key_id in self.keydir.pins.store.pinned(relation_id, USER)):
+        if relation_id and isinstance(key_id, str) and key_id in self.keydir.pins.store.pinned(relation_id, USER):
             logger.warning("relation %s: device key %s revoked: never sealed to again", relation_id, key_id)
             self.keydir.pins.tombstone(relation_id, USER, [key_id])
-        self.keydir.forget(relation_id or None)
 
     async def _refetch_answers(self) -> None:
         """After a gap in the event log, read the pending calls' relations for their answers."""
@@ -444,10 +449,13 @@ class AgentRuntime(FrameConsumer):
     async def listen(self, base_url: str, token: str | Credential, *, since: int | None = None,
                      connected: asyncio.Event | None = None) -> None:
         """Serve ``/ws/agent`` until cancelled, from ``since`` (default: where the last run stopped).
-        ``token``: the agent key, or a credential whose short-lived tokens are renewed."""
+        ``token``: the agent key, or a credential whose short-lived tokens are renewed. While
+        the socket is open, the published version and the users' keys are kept until an
+        event changes them, and read again after any drop of the socket."""
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
                      since=since if since is not None else self.store.cursor(CURSOR),
-                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last))
+                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last),
+                     on_connection=self.keydir.freshness.following)
 
     async def _on_message(self, relation_id: str, message: Mapping[str, Any]) -> None:
         if message.get("msg_subtype") != "artifact_response" or message.get("sender") != "user":

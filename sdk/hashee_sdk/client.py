@@ -280,6 +280,7 @@ class UserClient(DeviceConsent, FrameConsumer):
     async def handle_frame(self, frame: Mapping[str, Any]) -> dict[str, Any] | None:
         """Act on one event frame; returns the tool_response sent, if any."""
         kind, data = frame_parts(frame)
+        self.keydir.observe(kind, data)  # keys an event says changed (a runtime key, an identity) are read again
         if kind == EventType.MESSAGE_NEW:
             return await self.handle_message(str(data.get("relation_id")), data.get("message") or {})
         if kind in (EventType.RELATION_CREATED, EventType.RELATION_UPDATED, EventType.RELATION_REVOKED):
@@ -331,7 +332,8 @@ class UserClient(DeviceConsent, FrameConsumer):
         last run with this store stopped); each tool call runs in its own task."""
         await listen(base_url, "/ws/events", token=token, on_frame=self._dispatch, connected=connected,
                      since=since if since is not None else self.store.cursor(CURSOR),
-                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last))
+                     on_cursor=lambda last: self.store.set_cursor(CURSOR, last),
+                     on_connection=self.keydir.freshness.following)  # keys kept until an event, never across a gap
 
     async def _dispatch(self, frame: dict[str, Any]) -> None:
         if frame.get("type") != EventType.MESSAGE_NEW:

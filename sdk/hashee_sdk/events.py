@@ -28,6 +28,7 @@ from hashee_sdk.rest import Transport, poll_events
 logger = logging.getLogger(__name__)
 FrameHandler = Callable[[dict[str, Any]], Awaitable[None]]
 CursorCallback = Callable[[int], Any]
+ConnectionCallback = Callable[[bool], Any]
 MAX_FRAME_BYTES = 2 * 1024 * 1024
 RECONNECT_DELAYS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 REFUSED_STATUSES = (401, 403)
@@ -57,10 +58,13 @@ def socket_url(base_url: str, path: str, *, token: str, since: int | None) -> st
 
 async def listen(base_url: str, path: str, *, token: str | Credential, on_frame: FrameHandler,
                  since: int | None = None, connected: asyncio.Event | None = None,
-                 on_cursor: CursorCallback | None = None) -> None:
+                 on_cursor: CursorCallback | None = None, on_connection: ConnectionCallback | None = None) -> None:
     """Deliver every frame to ``on_frame`` in order, forever (cancel the task to stop).
     Reconnects with ``since=<last id>``; raises SocketRefused on a 401/403 handshake.
-    ``connected`` is set while a socket is open, cleared when it drops.
+    ``connected`` is set while a socket is open, cleared when it drops. ``on_connection``
+    is told True as each socket opens (before its first frame) and False as it closes,
+    whatever the reason: what a process cached while following the stream is not to be
+    believed across the gap.
 
     ``token`` may be a renewable credential (:class:`~hashee_sdk.credentials.TokenSource`):
     the server closes a token's socket when the token expires (4401), and the listener then
@@ -82,13 +86,19 @@ async def listen(base_url: str, path: str, *, token: str | Credential, on_frame:
                 failures, renewed = 0, False
                 if connected is not None:
                     connected.set()
-                async for text in ws:
-                    frame = _frame(text)
-                    if frame is not None:
-                        last = max(last or 0, int(frame["id"]))
-                        await on_frame(frame)
-                        if on_cursor is not None:
-                            on_cursor(last)
+                if on_connection is not None:
+                    on_connection(True)
+                try:
+                    async for text in ws:
+                        frame = _frame(text)
+                        if frame is not None:
+                            last = max(last or 0, int(frame["id"]))
+                            await on_frame(frame)
+                            if on_cursor is not None:
+                                on_cursor(last)
+                finally:
+                    if on_connection is not None:
+                        on_connection(False)
         except InvalidStatus as exc:
             if exc.response.status_code not in REFUSED_STATUSES:
                 logger.warning("socket %s refused with HTTP %d; retrying", path, exc.response.status_code)

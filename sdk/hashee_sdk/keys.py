@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hashee_sdk import statements
+from hashee_sdk.core.event_types import EventType
 from hashee_sdk.crypto import KeyPair, PublicKeys
 from hashee_sdk.errors import AmbiguousRoot, AnswerInvalid, ApiError, InvalidPublicKey
 from hashee_sdk.rest import Transport, call_api
@@ -24,6 +25,59 @@ from hashee_sdk.trust import AGENT, USER, KeyPins
 
 logger = logging.getLogger(__name__)
 KEYS_TTL_S = 60.0
+DEVICE_EVENTS = (EventType.DEVICE_PUBLISHED, EventType.DEVICE_APPROVED, EventType.DEVICE_REVOKED,
+                 EventType.DEVICE_RESET)
+# An agent's runtime keys or identity changed, or events were lost: every listing may be stale.
+EVERYTHING_EVENTS = (EventType.RUNTIME_KEY_PUBLISHED, EventType.RUNTIME_KEY_REVOKED, EventType.IDENTITY_CHANGED,
+                     EventType.RESYNC_REQUIRED)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When a cached answer was asked for: the event stream's epoch and the clock then."""
+
+    epoch: int
+    at: float
+
+
+class Freshness:
+    """How long a cached answer of the server may be used. While the process follows an
+    open event stream (:meth:`following`), until an event forgets it: everything that
+    changes keys or a published manifest is an event heard in order on that stream. An
+    answer asked for before the stream last opened or dropped is never used again, since
+    events may have been missed in between (a revoked key must not stay trusted across a
+    gap). Without a stream (webhooks, polling, the socket down), ``ttl_s`` seconds.
+
+    An answer whose request was overtaken by a forgetting event is used for the call that
+    asked but not kept (:meth:`keeps`): it may predate the change the event announced."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, ttl_s: float = KEYS_TTL_S) -> None:
+        self.clock = clock
+        self.ttl_s = ttl_s
+        self._epoch = 0
+        self._following = False
+        self._forgotten = 0  # how many times anything was forgotten
+
+    def following(self, open_: bool) -> None:
+        """The event stream opened (True) or dropped (False): nothing asked before is used."""
+        self._epoch += 1
+        self._following = open_
+
+    def stamp(self) -> tuple[Stamp, int]:
+        """Taken before asking the server: (the stamp to keep, the mark :meth:`keeps` checks)."""
+        return Stamp(self._epoch, self.clock()), self._forgotten
+
+    def keeps(self, mark: int) -> bool:
+        """Whether an answer asked for at ``mark`` may be kept: nothing was forgotten since."""
+        return mark == self._forgotten
+
+    def forgot(self) -> None:
+        self._forgotten += 1
+
+    def fresh(self, stamp: Stamp) -> bool:
+        if stamp.epoch != self._epoch:
+            return False
+        return self._following or self.clock() - stamp.at < self.ttl_s
 
 
 @dataclass(frozen=True)
@@ -188,7 +242,8 @@ def _parsed(data: Mapping[str, Any]) -> PublicKeys | None:
 
 
 class KeyDirectory:
-    """Reads relation keys through a transport, cached for ``ttl_s`` seconds. ``verify`` names
+    """Reads relation keys through a transport, cached as ``freshness`` says (``ttl_s``
+    seconds, or while an event stream is followed until an event forgets them). ``verify`` names
     the party whose keys this side relies on (``"agent"`` for a user's client, ``"user"`` for
     an agent runtime): only its pinned or vouched-for keys are returned. On a user's device,
     ``device`` (its own public keys) lets the user's own devices be verified too
@@ -196,38 +251,43 @@ class KeyDirectory:
 
     def __init__(self, transport: Transport, *, clock: Callable[[], float] = time.time,
                  ttl_s: float = KEYS_TTL_S, verify: str = AGENT, pins: KeyPins | None = None,
-                 device: PublicKeys | None = None) -> None:
+                 device: PublicKeys | None = None, freshness: Freshness | None = None) -> None:
         self.transport = transport
         self.clock = clock
-        self.ttl_s = ttl_s
+        self.freshness = freshness if freshness is not None else Freshness(clock=clock, ttl_s=ttl_s)
         self.verify = verify
         self.pins = pins if pins is not None else KeyPins(LocalStore.in_memory())
         self.device = device
-        self._cache: dict[str, RelationKeys] = {}
-        self._listings: dict[str, RelationKeys] = {}  # user side: the user's devices verified, the agent's not yet
+        self._cache: dict[str, tuple[Stamp, RelationKeys]] = {}
+        # user side: the user's devices verified, the agent's not yet
+        self._listings: dict[str, tuple[Stamp, RelationKeys]] = {}
 
     async def relation(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
         cached = self._cache.get(str(relation_id))
-        if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
-            return cached
+        if cached is not None and not refresh and self.freshness.fresh(cached[0]):
+            return cached[1]
+        stamp, mark = self.freshness.stamp()
         listed = await self._listing(str(relation_id), refresh=True)
         if self.verify == AGENT:
             keys = _trusted_agent_keys(listed, self.pins, await self.identity(listed.relation_id, listed.agent_id))
         else:
             keys = _trusted_devices(listed, self.pins, self._agent_side_root(listed))
-        self._cache[str(relation_id)] = keys
+        if self.freshness.keeps(mark):
+            self._cache[str(relation_id)] = (stamp, keys)
         return keys
 
     async def _listing(self, relation_id: str, *, refresh: bool = False) -> RelationKeys:
         """``GET …/keys`` parsed; on a user's device, with the user's devices verified."""
         cached = self._listings.get(relation_id)
-        if cached is not None and not refresh and self.clock() - cached.fetched_at < self.ttl_s:
-            return cached
+        if cached is not None and not refresh and self.freshness.fresh(cached[0]):
+            return cached[1]
+        stamp, mark = self.freshness.stamp()
         body = await call_api(self.transport, "GET", f"/h2a/relations/{relation_id}/keys")
         listed = relation_keys_from(body, now=self.clock(), relation_id=str(relation_id))
         if self.verify == AGENT and self.device is not None:
             listed = _trusted_devices(listed, self.pins, self._device_root(listed))
-        self._listings[relation_id] = listed
+        if self.freshness.keeps(mark):
+            self._listings[relation_id] = (stamp, listed)
         return listed
 
     def unpinned_runtime_key(self, relation_id: str, key_id: str) -> PublicKeys | None:
@@ -235,7 +295,8 @@ class KeyDirectory:
         directory lists it for the relation's agent and it is refused only for coming after
         the keys pinned here — the agent has no identity that could vouch for it, and the
         key was neither revoked here nor trusted for another agent. Else None."""
-        listed, trusted = self._listings.get(str(relation_id)), self._cache.get(str(relation_id))
+        listed_at, trusted_at = self._listings.get(str(relation_id)), self._cache.get(str(relation_id))
+        listed, trusted = (listed_at[1] if listed_at else None), (trusted_at[1] if trusted_at else None)
         if listed is None or trusted is None or trusted.identity is not None:
             return None
         key = next((k for k in listed.agent_keys if k.key_id == key_id), None)
@@ -306,7 +367,21 @@ class KeyDirectory:
         jwk = body.get("jwk") if isinstance(body, Mapping) else None
         return dict(jwk) if isinstance(jwk, Mapping) else None
 
+    def observe(self, kind: Any, data: Mapping[str, Any]) -> None:
+        """Forget what an event says changed: the user's devices (of the relation it names, else
+        every relation), an agent's runtime keys or identity, a revoked relation's keys, or
+        everything after ``resync_required``."""
+        if kind in DEVICE_EVENTS:
+            self.forget(_text(data.get("relation_id")))
+        elif kind in EVERYTHING_EVENTS:
+            self.forget()
+        elif kind == EventType.RELATION_REVOKED:
+            relation = data.get("relation")
+            self.forget(_text(relation.get("relation_id")) if isinstance(relation, Mapping) else None)
+
     def forget(self, relation_id: str | None = None) -> None:
+        """Drop the cached keys (of one relation, or all): an event said they changed."""
+        self.freshness.forgot()
         if relation_id is None:
             self._cache.clear()
             self._listings.clear()

@@ -97,7 +97,8 @@ class McpAgentBridge(FrameConsumer):
         """Serve ``/ws/agent`` for the runtime and every relation's list until cancelled."""
         store = self.runtime.store
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
-                     since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last))
+                     since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last),
+                     on_connection=self.runtime.keydir.freshness.following)  # as AgentRuntime.listen
 
     # --- relations -------------------------------------------------------------------
 

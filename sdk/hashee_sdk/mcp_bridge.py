@@ -224,7 +224,8 @@ class McpBridge(FrameConsumer):
         runtime's store stopped."""
         store = self.runtime.store
         await listen(base_url, "/ws/agent", token=token, on_frame=self._safely, connected=connected,
-                     since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last))
+                     since=store.cursor(CURSOR), on_cursor=lambda last: store.set_cursor(CURSOR, last),
+                     on_connection=self.runtime.keydir.freshness.following)  # as AgentRuntime.listen
 
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout until it closes them (on

@@ -135,3 +135,39 @@ def test_deployments_on_different_databases_ring_different_doorbells(monkeypatch
     assert records.doorbell_group() == here
     monkeypatch.setitem(connection.settings_dict, "NAME", "another_deployment")
     assert records.doorbell_group() != here
+
+
+def test_a_request_thread_that_rings_returns_once_the_loops_sockets_have_the_event(
+        layer: Layer, offered: list[int]) -> None:
+    """The ringing thread lets the loop run before it renders its response: the frame does
+    not wait for the render."""
+    handed_before_return: list[bool] = []
+
+    async def scenario(bell: LoopDoorbell) -> None:
+        def request_thread() -> None:
+            for i in range(20):
+                bell.ring(record(i))
+                handed_before_return.append(i in offered)
+
+        thread = threading.Thread(target=request_thread)
+        thread.start()
+        while thread.is_alive():
+            await asyncio.sleep(0.001)
+
+    on_a_loop(scenario)
+
+    assert handed_before_return == [True] * 20
+
+
+def test_a_ring_on_the_loops_own_thread_does_not_wait_for_itself(layer: Layer, offered: list[int],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LoopDoorbell, "HANDOFF_WAIT", 5.0)
+
+    async def scenario(bell: LoopDoorbell) -> None:
+        started = asyncio.get_running_loop().time()
+        assert bell.ring(record(1))
+        assert asyncio.get_running_loop().time() - started < 1.0
+        await asyncio.sleep(0.05)
+        assert offered == [1]
+
+    on_a_loop(scenario)

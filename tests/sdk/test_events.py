@@ -116,3 +116,29 @@ def test_a_restarted_client_resumes_where_the_last_one_stopped(tmp_path: Any) ->
 
     assert stopped_at >= 3
     assert server.queries[first] == "token=hsk_x" and server.queries[second] == f"token=hsk_x&since={stopped_at}"
+
+
+def test_each_socket_is_announced_as_it_opens_and_as_it_drops() -> None:
+    server = EventServer([101, 101], frames=2)
+    told: list[Any] = []
+
+    async def scenario() -> None:
+        async with serve(server.handler, "127.0.0.1", 0, process_request=server.process_request) as ws_server:
+            port = ws_server.sockets[0].getsockname()[1]
+
+            async def on_frame(frame: dict[str, Any]) -> None:
+                told.append(frame["id"])
+
+            task = asyncio.create_task(events.listen(f"http://127.0.0.1:{port}", "/ws/events", token="hsk_x",
+                                                     on_frame=on_frame, on_connection=told.append))
+            while len([t for t in told if t is True]) < 2 and not task.done():
+                await asyncio.sleep(0.01)
+            while len(told) < 4 + 3 and not task.done():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+    # the frames of each socket between its opening and its drop; cancelling closes the last
+    assert told[:8] == [True, 1, 2, False, True, 3, 4, False]
