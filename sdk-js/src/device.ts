@@ -27,7 +27,7 @@ import {
   type DenialReason,
 } from "./errors.js";
 import { frameParts, listen, type WebSocketConstructor } from "./events.js";
-import { grantOptionsOf, type CompiledGrant, type GrantOptions } from "./grants.js";
+import { grantOptionsOf, refusalWords, TOLD_BY_THE_USER, type CompiledGrant, type GrantOptions } from "./grants.js";
 import { KeyDirectory, agentKeysById } from "./keys.js";
 import { LocalState } from "./localState.js";
 import { HIGH_PROMPT_TIMEOUT_MS, SensitivityPolicy, type PolicySubject } from "./policy.js";
@@ -101,18 +101,21 @@ export interface DeviceOptions {
   readonly isGroup?: (relationId: string) => boolean;
   readonly promptTimeoutMs?: number;
   readonly webSocket?: WebSocketConstructor | null;
-  /** Told what the device tells its user beside prompts (a once grant not withdrawn, a grant unused for long). */
+  /** Told what the device tells its user beside prompts (a call refused without asking them, a once
+   * grant not withdrawn, a grant unused for long). */
   readonly onNotice?: (notice: DeviceNotice) => void;
 }
 
 /** Something the device tells its user that is not a prompt (sdk/hashee_sdk/client.py's Notice). */
 export interface DeviceNotice {
-  readonly kind: "once_not_withdrawn" | "unused_grant";
+  readonly kind: "once_not_withdrawn" | "unused_grant" | "call_refused";
   readonly relationId: string;
   readonly agentId: string;
   readonly scope: string;
   /** in words, English */
   readonly text: string;
+  /** for `call_refused`: the refusal's reason (SPEC §6, wire-spec §4) */
+  readonly reason?: string;
 }
 
 /** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is.
@@ -449,6 +452,22 @@ export class Device {
     await this.audit.record({ call_id: callId.slice(0, 160), agent_id: this.cachedViews.get(relationId)?.agentId ?? agentId,
       tool_name: String(call?.["tool_name"] ?? "").slice(0, 64), scope: "", arguments: call?.["arguments"] ?? null,
       status: REFUSED, reason, nowMs: this.clock() });
+    this.tellRefusal(relationId, this.cachedViews.get(relationId) ?? null, call ?? {}, reason, agentId);
+  }
+
+  /** Tell the user of a call refused without asking them (`call_refused`): every one, as it
+   * happens — a paused permission, a withdrawn grant, a lie of the server's. */
+  private tellRefusal(relationId: string, view: RelationView | null, call: JsonObject, reason: string, agentId = ""): void {
+    if (TOLD_BY_THE_USER.has(reason) || this.options.onNotice === undefined) return;
+    const name = typeof call["tool_name"] === "string" ? call["tool_name"].slice(0, 64) : "";
+    const scope = view?.manifest.tools.get(name)?.scope ?? "";
+    const agent = view?.agentId ?? agentId;
+    const text = refusalWords(view?.agentName || `agent ${agent}`, name, scope, reason);
+    try {
+      this.options.onNotice({ kind: "call_refused", relationId, agentId: agent, scope, text, reason });
+    } catch (error) {
+      console.warn(`hashee device: onNotice failed: ${(error as Error).name}`); // a broken callback never stops the device
+    }
   }
 
   private async reply(relationId: string, call: JsonObject, response: JsonObject): Promise<void> {
@@ -475,6 +494,7 @@ export class Device {
     await this.audit.record({ call_id: String(call["call_id"]), agent_id: view.agentId, tool_name: String(call["tool_name"]).slice(0, 64),
       scope: (tool?.scope ?? claimed).slice(0, 64), arguments: call["arguments"], status: String(response["status"]),
       reason: typeof response["reason"] === "string" ? response["reason"] : null, nowMs: this.clock() });
+    if (response["status"] === "denied") this.tellRefusal(view.relationId, view, call, String(response["reason"]));
     return response;
   }
 

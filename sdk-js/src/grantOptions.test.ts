@@ -107,6 +107,9 @@ test("Only this time: the first call is answered, the scope is withdrawn with a 
   const second = await scene.call("notify", { title: "again" }, WAIT);
   assert.deepEqual(statuses(second), [["denied", "scope_not_granted"]]);
   assert.equal(scene.ran.filter(([name]) => name === "notify").length, 2); // the first look's call and the once
+  // refused without asking bob: he is told, in words (as the Python device tells it)
+  assert.deepEqual(scene.notices.map((n) => [n.kind, n.reason, n.text]), [["call_refused", "scope_not_granted",
+    "Refused Notes helper's notify: you have not granted notification:send (or not for this call)."]]);
 });
 
 test("a once grant used stays used when the withdrawal fails, after a restart, whatever the server says", async () => {

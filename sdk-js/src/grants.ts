@@ -71,3 +71,29 @@ export function sameGrantOptions(a: JsonObject, b: JsonObject, scopes: Iterable<
     return false; // not JSON the user could have signed
   }
 }
+
+/** Why a call was refused without asking the user, in words (SPEC §6 reasons, as
+ * sdk/hashee_sdk/grants.py says them); the user's own answers are not told back to them. */
+const REFUSAL_WORDS: Readonly<Record<string, string>> = {
+  scope_not_granted: "you have not granted {scope} (or not for this call)",
+  reauth_required: "{scope} is paused until you answer the agent's new version",
+  permission_revoked: "you disconnected this agent",
+  consent_unverified: "the server claims a consent your own signed consent does not give",
+  tool_not_declared: "the agent's manifest declares no such tool",
+  tool_not_supported_in_group: "tools are not called in group conversations",
+  identity_changed: "the agent's identity changed: compare the new safety number first",
+  runtime_key_unpinned: "the call was not signed by a key this device trusts for the agent",
+  manifest_unverified: "the agent's manifest could not be verified",
+  untrusted_sender: "it was not sent by a key this device trusts for the agent",
+  envelope_invalid: "it could not be opened as a sealed call",
+  call_malformed: "it was not a well-formed call",
+  call_expired: "the call arrived after it expired",
+  call_replayed: "the same call was sent again",
+};
+export const TOLD_BY_THE_USER: ReadonlySet<string> = new Set(["user_refused", "user_timeout"]);
+
+/** "Refused DemoBot's read_file: filesystem:read is paused until you answer …". */
+export function refusalWords(agent: string, tool: string, scope: string, reason: string): string {
+  const why = (REFUSAL_WORDS[reason] ?? reason.replace(/_/g, " ")).replace("{scope}", scope || "its permission");
+  return `Refused ${agent}'s ${tool || "call"}: ${why}.`;
+}
