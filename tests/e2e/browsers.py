@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.e2e.live import LiveServer, demo_server, fresh_database, server_env
 
@@ -60,3 +60,20 @@ def chromium() -> Iterator[Browser]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+def first_device(context: BrowserContext, server: LiveServer, *, prompt_timeout_ms: int) -> Page:
+    """bob logs in on ``context`` and makes this browser his first device (trusted on first
+    use); its prompts time out after ``prompt_timeout_ms`` (the page's test hook)."""
+    from agents.management.commands.seed_demo import DEMO_PASSWORD  # Django's: bench imports this module without it
+
+    context.set_default_timeout(WAIT_MS)
+    context.add_init_script(f"window.__hasheePromptTimeoutMs = {prompt_timeout_ms};")
+    page = context.new_page()
+    page.goto(f"{server.url}/portal/login/?next=/portal/device/")
+    page.fill("input[name=username]", "bob")
+    page.fill("input[name=password]", DEMO_PASSWORD)
+    page.click("button[type=submit]")
+    page.get_by_role("button", name="Use this browser as a device").click()
+    expect(page.get_by_text("This browser is one of your devices")).to_be_visible()
+    return page

@@ -26,12 +26,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Geolocation, Locator, Page, expect
 
-from agents.management.commands.seed_demo import DEMO_PASSWORD
 from hashee_sdk import Agent, KeyStore, ToolResult
 from hashee_sdk.core import signing
 from hashee_sdk.core.device_tools import manifest_entries
 from hashee_sdk.errors import ToolCallTimeout
-from tests.e2e.browsers import SHOTS, WAIT_MS, stack_browser_server
+from tests.e2e.browsers import SHOTS, first_device, stack_browser_server
 from tests.e2e.live import LiveServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.both_stacks]
@@ -136,17 +135,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 def device(server: LiveServer, browser: Browser) -> Iterator[Page]:
     """bob's browser, his first device (trusted on first use); the site may read its location."""
     context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US", geolocation=HERE)
-    context.set_default_timeout(WAIT_MS)
     context.grant_permissions(["geolocation"], origin=server.url)
-    context.add_init_script(f"window.__hasheePromptTimeoutMs = {PROMPT_TIMEOUT_MS};")
-    page = context.new_page()
-    page.goto(f"{server.url}/portal/login/?next=/portal/device/")
-    page.fill("input[name=username]", "bob")
-    page.fill("input[name=password]", DEMO_PASSWORD)
-    page.click("button[type=submit]")
-    page.get_by_role("button", name="Use this browser as a device").click()
-    expect(page.get_by_text("This browser is one of your devices")).to_be_visible()
-    yield page
+    yield first_device(context, server, prompt_timeout_ms=PROMPT_TIMEOUT_MS)
     context.close()
 
 
