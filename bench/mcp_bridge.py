@@ -3,7 +3,7 @@ interleaved, a direct ``AgentRuntime.call_tool`` and an MCP ``tools/call`` from 
 ``mcp`` client through the bridge — over Streamable HTTP (the bridge in this process, on
 127.0.0.1) and over stdio (the bridge as its own process, ``python -m
 hashee_sdk.mcp_server`` as bench/mcp_parts.py times it) — each a whole round trip to bob's
-device (the ``notify`` tool, no prompt) through a running server.
+device (the ``send_notification`` tool, low sensitivity: no prompt) through a running server.
 
 Run: DATABASE_URL=postgres://… REDIS_URL=redis://… .venv/bin/python bench/mcp_bridge.py
 (one uvicorn worker from deploy/local.py, its tool-call rate limit raised for the run;
@@ -63,7 +63,7 @@ async def serve_device(url: str, state: Path) -> None:
     user_key = os.environ["BENCH_USER_KEY"]
     http = HttpxTransport(url, user_key)
     client = UserClient(transport=http, keys=KeyPair.generate(), device_id="bench", prompt=lambda request: True,
-                        handlers={name: lambda arguments: {"shown": True} for name in ("notify", "send_notification")}, audit=AuditLog(state / "audit.db"))
+                        handlers={"send_notification": lambda arguments: {"shown": True}}, audit=AuditLog(state / "audit.db"))
     await client.register_device()
     connected = asyncio.Event()
     listener = asyncio.create_task(client.listen(url, user_key, connected=connected))
@@ -110,7 +110,7 @@ async def http_bridge(world: dict[str, Any], url: str) -> AsyncIterator[tuple[Ca
             await session.initialize()
 
             async def direct(i: int) -> float:
-                result = await runtime.call_tool(world["relation_id"], "notify", {"title": f"#{i}"}, timeout=30)
+                result = await runtime.call_tool(world["relation_id"], "send_notification", {"title": f"#{i}"}, timeout=30)
                 assert result.ok, (result.status, result.reason)
                 return 0.0
 
@@ -174,7 +174,7 @@ def mcp_call(session: Any) -> Call:
     from mcp_parts import inner_seconds
 
     async def call(i: int) -> float:
-        result = await session.call_tool("notify", {"title": f"#{i}"})
+        result = await session.call_tool("send_notification", {"title": f"#{i}"})
         assert not result.is_error, result.content
         return inner_seconds(result)
     return call

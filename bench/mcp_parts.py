@@ -50,7 +50,7 @@ def floor_server() -> Server[Any]:
                                     structured_content={"shown": True})
 
     async def tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name="notify", input_schema={"type": "object"})])
+        return types.ListToolsResult(tools=[types.Tool(name="send_notification", input_schema={"type": "object"})])
 
     floor = Server("floor", on_list_tools=tools, on_call_tool=answer)
     floor.middleware = []
