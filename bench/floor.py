@@ -1,7 +1,10 @@
 """A tool call beside its floor, in one run: the whole round trip (agent SDK → server →
 device SDK → server → agent, as bench/tool_call_roundtrip.py) alternating with the same
 shape through a bare uvicorn relay (bench/_bare_relay.py: POST → the other side's socket,
-no database, no rule; the same client libraries, httpx and websockets), and a call after
+no database, no rule; the same client libraries, httpx and websockets) and through the
+framework's floor (bench/_floor_urls.py: the same shape through Django, DRF with an API
+key and one committed event, served by the same workers; what any send through the
+framework costs before a rule of ours runs), and a call after
 five idle minutes (the SDKs' clock moved on 300 s, as an agent that made no call for that
 long sees it) beside a warm one. Counts the GETs each kind of call makes.
 
@@ -108,6 +111,64 @@ class BareRelay:
             await closing
 
 
+class FrameworkFloor:
+    """The framework's floor (bench/_floor_urls.py), served by the same workers as the call:
+    the same shape as BareRelay, each POST through the project's middleware and DRF with an
+    API key, one transaction writing one event to the other party, pushed to its socket. A
+    user and an agent of their own, so that the SDKs' sockets never see these frames."""
+
+    def __init__(self, agent_url: str, device_url: str, parties: Mapping[str, str]) -> None:
+        self.agent_url, self.device_url, self.parties = agent_url, device_url, parties
+        payload = base64.b64encode(os.urandom(ENVELOPE_BYTES * 3 // 4)).decode()
+        self.to_device = json.dumps({"payload": payload, "user_id": parties["user_id"]})
+        self.to_agent = json.dumps({"payload": payload, "agent_id": parties["agent_id"]})
+
+    async def __aenter__(self) -> FrameworkFloor:
+        self.agent_http = httpx.AsyncClient(base_url=self.agent_url, headers={
+            "Authorization": f"Bearer {self.parties['agent_key']}", "Content-Type": "application/json"})
+        self.device_http = httpx.AsyncClient(base_url=self.device_url, headers={
+            "Authorization": f"Bearer {self.parties['user_key']}", "Content-Type": "application/json"})
+        agent_ws, device_ws = (url.replace("http://", "ws://") for url in (self.agent_url, self.device_url))
+        self.agent_ws = await connect(f"{agent_ws}/ws/agent?token={self.parties['agent_key']}", compression=None)
+        self.device_ws = await connect(f"{device_ws}/ws/events?token={self.parties['user_key']}", compression=None)
+        self.device = asyncio.create_task(self._answer())
+        return self
+
+    async def _answer(self) -> None:
+        async for text in self.device_ws:
+            if json.loads(text).get("type") == "message.new":
+                (await self.device_http.post("/bench/floor/send", content=self.to_agent)).raise_for_status()
+
+    async def round_trip(self) -> float:
+        started = time.perf_counter()
+        (await self.agent_http.post("/bench/floor/send", content=self.to_device)).raise_for_status()
+        while json.loads(await asyncio.wait_for(self.agent_ws.recv(), 30)).get("type") != "message.new":
+            pass
+        return time.perf_counter() - started
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.device.cancel()
+        await asyncio.gather(self.device, return_exceptions=True)
+        for closing in (self.agent_ws.close(), self.device_ws.close(), self.agent_http.aclose(),
+                        self.device_http.aclose()):
+            await closing
+
+
+def floor_parties() -> dict[str, str]:
+    """A user and an agent for the framework's floor, with their API keys (Django is set up)."""
+    from django.contrib.auth.models import User
+
+    from agents import services as agent_services
+    from agents.apikey_services import api_key_create
+    from agents.demo import DEMO_MANIFEST
+
+    stamp = f"{int(time.time())}-{os.getpid()}"
+    owner, user = User.objects.create(username=f"floor-owner-{stamp}"), User.objects.create(username=f"floor-bob-{stamp}")
+    agent = agent_services.agent_create(owner=owner, name=f"floor {stamp}", capability_manifest=DEMO_MANIFEST)[0]
+    return {"agent_id": str(agent.pk), "user_id": str(user.pk), "agent_key": api_key_create(user=owner, agent=agent)[1],
+            "user_key": api_key_create(user=user)[1]}
+
+
 def start_bare_relay() -> tuple[subprocess.Popen[bytes], str]:
     from deploy.local import UVICORN_ARGS, free_ports
 
@@ -127,7 +188,7 @@ def start_bare_relay() -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def compare(world: Mapping[str, Any], agent_url: str, device_url: str, bare_url: str,
-                  state: Path) -> dict[str, Any]:
+                  state: Path, parties: Mapping[str, str]) -> dict[str, Any]:
     from hashee_sdk import AgentRuntime, AuditLog, HttpxTransport, KeyPair, LocalStore, UserClient
 
     clock = ShiftedClock()
@@ -144,7 +205,7 @@ async def compare(world: Mapping[str, Any], agent_url: str, device_url: str, bar
     ready = [asyncio.Event(), asyncio.Event()]
     listeners = [asyncio.create_task(client.listen(device_url, world["user_key"], connected=ready[0])),
                  asyncio.create_task(agent.listen(agent_url, world["agent_key"], connected=ready[1]))]
-    samples: dict[str, list[float]] = {"bare": [], "warm": [], "idle": []}
+    samples: dict[str, list[float]] = {"bare": [], "framework": [], "warm": [], "idle": []}
     gets: dict[str, list[int]] = {"warm": [], "idle": []}
 
     async def call(kind: str | None) -> None:
@@ -159,12 +220,14 @@ async def compare(world: Mapping[str, Any], agent_url: str, device_url: str, bar
 
     try:
         await asyncio.wait_for(asyncio.gather(*(event.wait() for event in ready)), timeout=30)
-        async with BareRelay(bare_url) as bare:
+        async with BareRelay(bare_url) as bare, FrameworkFloor(agent_url, device_url, parties) as framework:
             for _ in range(WARM_UP):
                 await bare.round_trip()
+                await framework.round_trip()
                 await call(None)
             for i in range(ROUNDS):
                 samples["bare"].append(await bare.round_trip())
+                samples["framework"].append(await framework.round_trip())
                 await call("warm")
                 if i % IDLE_EVERY == 0:
                     clock.offset += IDLE_S
@@ -193,14 +256,18 @@ def main() -> None:
     from tool_call_roundtrip import setup_world
 
     world = setup_world()
+    parties = floor_parties()
     from deploy.local import Deployment
 
     bare, bare_url = start_bare_relay()
     try:
-        with Deployment(workers=args.workers) as deployment, tempfile.TemporaryDirectory() as state:
+        # the project's settings with the framework's floor as one more URL (bench/_floor_urls.py)
+        floor_env = {"DJANGO_SETTINGS_MODULE": "_floor_settings",
+                     "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])}
+        with Deployment(workers=args.workers, env=floor_env) as deployment, tempfile.TemporaryDirectory() as state:
             # two workers: the agent posts and listens on one, the device on the other
             urls = deployment.urls
-            found = asyncio.run(compare(world, urls[0], urls[-1], bare_url, Path(state)))
+            found = asyncio.run(compare(world, urls[0], urls[-1], bare_url, Path(state), parties))
     finally:
         bare.terminate()
         bare.wait(10)
@@ -209,10 +276,13 @@ def main() -> None:
           f"{ROUNDS} rounds one call at a time after {WARM_UP} warm-up, alternating; "
           f"{'an identified agent' if args.identity else 'an agent without identity key'}")
     print(row("bare uvicorn relay (POST → socket, twice)", samples["bare"]))
+    print(row("framework floor (Django + DRF + 1 event, twice)", samples["framework"]))
     print(row("tool call, warm", samples["warm"]))
     print(row(f"tool call after {IDLE_S:.0f} s idle", samples["idle"]))
     print(row("  of which a message POST, as the SDK sees it", found["posts"]))
     print(ratio("warm / bare relay", samples["warm"], samples["bare"]))
+    print(ratio("warm / framework floor", samples["warm"], samples["framework"]))
+    print(ratio("framework floor / bare relay", samples["framework"], samples["bare"]))
     print(ratio("idle / warm", samples["idle"], samples["warm"]))
     print(f"{'GETs per call (both SDKs)':<44} warm {statistics.mean(gets['warm']):.1f}   "
           f"idle {statistics.mean(gets['idle']):.1f}")
