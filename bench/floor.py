@@ -76,7 +76,25 @@ class Counting:
         await self.inner.aclose()
 
 
-class BareRelay:
+class Ends:
+    """An agent end and a device end, each an HTTP client and a socket, and the device's
+    answering task: closed together."""
+
+    agent_http: httpx.AsyncClient
+    device_http: httpx.AsyncClient
+    agent_ws: Any
+    device_ws: Any
+    device: asyncio.Task[None]
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.device.cancel()
+        await asyncio.gather(self.device, return_exceptions=True)
+        for closing in (self.agent_ws.close(), self.device_ws.close(), self.agent_http.aclose(),
+                        self.device_http.aclose()):
+            await closing
+
+
+class BareRelay(Ends):
     """The floor's two ends: an agent that POSTs and waits on its socket, a device that
     answers every frame with a POST of the same size."""
 
@@ -103,15 +121,8 @@ class BareRelay:
         json.loads(await self.agent_ws.recv())
         return time.perf_counter() - started
 
-    async def __aexit__(self, *exc: object) -> None:
-        self.device.cancel()
-        await asyncio.gather(self.device, return_exceptions=True)
-        for closing in (self.agent_ws.close(), self.device_ws.close(), self.agent_http.aclose(),
-                        self.device_http.aclose()):
-            await closing
 
-
-class FrameworkFloor:
+class FrameworkFloor(Ends):
     """The framework's floor (bench/_floor_urls.py), served by the same workers as the call:
     the same shape as BareRelay, each POST through the project's middleware and DRF with an
     API key, one transaction writing one event to the other party, pushed to its socket. A
@@ -145,13 +156,6 @@ class FrameworkFloor:
         while json.loads(await asyncio.wait_for(self.agent_ws.recv(), 30)).get("type") != "message.new":
             pass
         return time.perf_counter() - started
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.device.cancel()
-        await asyncio.gather(self.device, return_exceptions=True)
-        for closing in (self.agent_ws.close(), self.device_ws.close(), self.agent_http.aclose(),
-                        self.device_http.aclose()):
-            await closing
 
 
 def floor_parties() -> dict[str, str]:
