@@ -49,12 +49,12 @@ class Scene:
                             clock=self.clock, store=store or LocalStore.in_memory())
 
     async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
-                   deliver_after_s: float = 0) -> ToolResult | None:
+                   deliver_after_s: float = 0, timeout: float = 0.3) -> ToolResult | None:
         """One call through the pipe (delivered ``deliver_after_s`` later on bob's clock);
         None when no answer came back."""
         agent = agent or self.agent
         sent = len(self.server.messages)
-        task = asyncio.create_task(agent.call_tool(RELATION_ID, name, arguments, timeout=0.3))
+        task = asyncio.create_task(agent.call_tool(RELATION_ID, name, arguments, timeout=timeout))
         while len(self.server.messages) == sent and not task.done():
             await asyncio.sleep(0.002)
         if task.done():
