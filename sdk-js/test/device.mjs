@@ -10,9 +10,10 @@
 //   {"op": "grant", "agent_id", "scopes", "user_id"}           Device.grant (signed consent)
 //   {"op": "reconsent", "relation_id", "scopes"}               Device.reconsent (signed)
 //   {"op": "audit"}                                            the local audit log
+//   {"op": "ping"}                                             "pong": everything said before it has been read
 //   {"op": "stop"}
 // What happened, one JSON object a line on stdout: {"event": "ready", "socket", "key_id"} once
-// its socket is open, "prompt", "ran", "granted", "reconsented", "audit", "failed".
+// its socket is open, "prompt", "ran", "granted", "reconsented", "audit", "pong", "failed".
 import { readFile, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { WebSocket as NodeWebSocket } from "ws";
@@ -81,6 +82,7 @@ async function command(line) {
         break;
       case "reconsent": say({ event: "reconsented", relation: await device.reconsent(order.relation_id, order.scopes) }); break;
       case "audit": say({ event: "audit", entries: await device.audit.entries() }); break;
+      case "ping": say({ event: "pong" }); break;
       case "stop": await device.stop(); say({ event: "stopped" }); process.exit(0);
     }
   } catch (error) {

@@ -47,7 +47,7 @@ EXECUTOR = ThreadPoolExecutor(max_workers=1)
 def manifest() -> dict[str, Any]:
     entries = [manifest_entries(name) for name in ("read_file", "get_location")]
     for tool, _scope in entries:
-        tool["timeout_ms"] = 60_000  # bob picks a file in the page: 10 s is short on a loaded CI machine
+        tool["timeout_ms"] = 60_000  # a prompt, a screenshot and a file pick: 10 s is short on a loaded CI machine
     return {"schema_version": "1.0", "agent_version": "1.0.0", "tools": [tool for tool, _scope in entries],
             "permission_scopes": [scope for _tool, scope in entries]}
 
@@ -174,7 +174,9 @@ def test_the_first_call_is_answered_then_the_scope_is_withdrawn_and_the_next_ref
     expect(dialog.locator("[data-prompt-scope]")).to_contain_text(f"Only when path starts with {DOCS}")
     shoot(device, "02-prompt-says-only-this-time")
     dialog.get_by_role("button", name="Allow").click()
-    device.locator("[data-file-picker] [data-pick-input]").set_input_files(
+    picker = device.locator("[data-file-picker]")
+    expect(picker).to_contain_text(f"{DOCS}plan.txt")  # armed: a file set before it opens is lost (input.value = "")
+    picker.locator("[data-pick-input]").set_input_files(
         files=[FilePayload(name="plan.txt", mimeType="text/plain", buffer=b"the plan")])
     first = call.result(timeout=60)
     assert (first.status, first.result) == ("ok", {"name": "plan.txt", "media_type": "text/plain", "size": 8,

@@ -119,6 +119,9 @@ class NodeDevice:
             return len(self.events)
 
     def since(self, mark: int, event: str) -> list[dict[str, Any]]:
+        """The events said since ``mark``, up to now: a ping first, so that what the device said
+        before (a "ran" written as it answered the call an agent already holds) has been read."""
+        self.command("pong", op="ping")
         with self._changed:
             return [e for e in self.events[mark:] if e["event"] == event]
 
