@@ -12,7 +12,7 @@ call is asked: a medium scope is silent for a while only after an "Allow"). In b
 frame's parsing, the envelope (signature, decryption), expiry, the replay record (decided in memory;
 its durable IndexedDB write runs beside the prompt, and nothing is run or answered before it ends),
 the cached relation view and manifest, SPEC §6's chain with both schemas, the prompt queue,
-and the dialog's filling (sdk-js/src/device.ts, portal/device_src/src/prompt.ts), then Chromium's own
+and the dialog's filling (sdk-js/src/device.ts and prompts.ts, portal/device_src/src/prompt.ts), then Chromium's own
 showModal() (timed apart: a wrapper records when the page calls it).
 
 DemoBot (a Python agent runtime, no identity key) calls read_clipboard (medium) on bob's

@@ -16,70 +16,34 @@
  * Steps 1–3 answer nothing but are audited (status `refused`).
  */
 import { AuditLog } from "./audit.js";
+import { callRefusal, replyKeyUsable, withDeadline } from "./callChecks.js";
 import { canonicalHash, canonicalize, isJsonObject, type Json, type JsonObject } from "./canonical.js";
-import { signConsent, type SignedConsent } from "./consentStatements.js";
 import { decide, responseDenied, responseError, responseOk, type CompiledTool, type Decision } from "./contract.js";
-import { largeOrderX25519Async, platformCrypto, type KeyPair, type PublicKeys } from "./crypto.js";
+import { platformCrypto, type KeyPair, type PublicKeys } from "./crypto.js";
 import { b64decode } from "./encoding.js";
 import { openCopy, openCopyAsync, Recipient, sealAsync, type OpenedCopy } from "./envelope.js";
 import {
   AgentChanged, ApiError, EnvelopeError, IdentityChanged, ManifestUnverified, PlatformRefused, UnknownSender, WrongRecipient,
   type DenialReason,
 } from "./errors.js";
+import { DeviceConsent, type ConsentNoticeKind, type UnusedGrant } from "./deviceConsent.js";
 import { frameParts, listen, type WebSocketConstructor } from "./events.js";
-import { grantOptionsOf, refusalWords, TOLD_BY_THE_USER, type CompiledGrant, type GrantOptions } from "./grants.js";
+import { refusalWords, TOLD_BY_THE_USER, type GrantOptions } from "./grants.js";
 import { KeyDirectory, agentKeysById } from "./keys.js";
 import { LocalState } from "./localState.js";
 import { HIGH_PROMPT_TIMEOUT_MS, SensitivityPolicy, type PolicySubject } from "./policy.js";
-import { callApi, FetchTransport, sendMessage, type CredentialInput, type EventFrame, type Transport } from "./rest.js";
+import { Prompts, type PromptAnswer, type PromptRequest } from "./prompts.js";
+import { FetchTransport, sendMessage, type CredentialInput, type EventFrame, type Transport } from "./rest.js";
 import type { Store } from "./store.js";
-import { AGENT, KeyPins, publicIdentity, type VerifiedManifest } from "./trust.js";
+import { AGENT, KeyPins } from "./trust.js";
 import { RelationViews, viewNames, type RelationView } from "./views.js";
-import { AGENT_TO_USER, checkedX25519, isDeviceId, publicKeyBytes, USER_TO_AGENT } from "./wire.js";
+import { AGENT_TO_USER, isDeviceId, USER_TO_AGENT } from "./wire.js";
 
-export const EXPIRY_SLACK_MS = 60_000;
-export const MAX_FUTURE_SKEW_MS = 300_000;
-export const MAX_TIMEOUT_MS = 300_000;
 export const MAX_RESPONSE_BYTES = 190_000;
-export const MAX_WAITING_PROMPTS = 5;
 const CURSOR = "user-events";
 const REFUSED = "refused";
 const UNPINNED = "runtime_key_unpinned"; // the one refusal a device answers (docs/wire-spec.md §4, step 1)
 
-export interface PromptRequest {
-  readonly relationId: string;
-  readonly agentId: string;
-  readonly agentName: string;
-  readonly callId: string;
-  readonly toolName: string;
-  readonly toolDescription: string;
-  readonly scope: string;
-  readonly sensitivity: string;
-  readonly arguments: JsonObject;
-  readonly manifestVersion: number | null;
-  /** null: the agent has no identity key; the prompt says its publisher is unverified. */
-  readonly safetyNumber: string | null;
-  /** Granted since this device last looked: confirmed here once, whatever its level. */
-  readonly newlyGranted: boolean;
-  /** How the user limited the scope's grant (`{once, until, arguments}`; `{}`: always). */
-  readonly grantOption: JsonObject;
-}
-
-/** A granted scope of high sensitivity this device has not used for a while (Android's auto-reset). */
-export interface UnusedGrant {
-  readonly relationId: string;
-  readonly agentId: string;
-  readonly agentName: string;
-  readonly scope: string;
-  /** epoch ms: the last call of the scope this device answered, or when it saw the grant first */
-  readonly since: number;
-}
-
-export const UNUSED_GRANT_DAYS = 90;
-const DAY_MS = 24 * 3600 * 1000;
-const WITHDRAW_FAILED = "withdraw_failed";
-
-export type PromptAnswer = "allow" | "deny" | boolean;
 export interface CallContext {
   readonly relationId: string;
   readonly agentId: string;
@@ -108,7 +72,7 @@ export interface DeviceOptions {
 
 /** Something the device tells its user that is not a prompt (sdk/hashee_sdk/client.py's Notice). */
 export interface DeviceNotice {
-  readonly kind: "once_not_withdrawn" | "unused_grant" | "call_refused";
+  readonly kind: ConsentNoticeKind | "call_refused";
   readonly relationId: string;
   readonly agentId: string;
   readonly scope: string;
@@ -116,47 +80,6 @@ export interface DeviceNotice {
   readonly text: string;
   /** for `call_refused`: the refusal's reason (SPEC §6, wire-spec §4) */
   readonly reason?: string;
-}
-
-/** Why a verified call is dropped before the chain (wire-spec §4 step 2), if it is.
- * `replyKeyUsable`: whether its reply key is an X25519 key of large order (checked here when
- * not given; the device checks it on the platform's X25519 first, see {@link replyKeyUsable}). */
-export function callRefusal(call: JsonObject, signedAtMs: number, nowMs: number,
-  replyKeyUsable: boolean = replyKeyUsableSync(call)): "call_malformed" | "call_expired" | null {
-  if (!wellFormed(call) || !replyKeyUsable) return "call_malformed";
-  const expiresAt = call["expires_at"] as number;
-  if (nowMs > expiresAt || signedAtMs > nowMs + MAX_FUTURE_SKEW_MS) return "call_expired";
-  if (expiresAt > signedAtMs + (call["timeout_ms"] as number) + EXPIRY_SLACK_MS) return "call_expired";
-  return null;
-}
-
-function wellFormed(call: JsonObject): boolean {
-  const { call_id: callId, timeout_ms: timeoutMs } = call;
-  if (call["subtype"] !== "tool_call" || typeof callId !== "string" || callId.length === 0 || callId.length > 128) return false;
-  if (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) <= 0 || (timeoutMs as number) > MAX_TIMEOUT_MS) return false;
-  if (!Number.isSafeInteger(call["expires_at"]) || !Number.isSafeInteger(call["manifest_version"])) return false;
-  return typeof call["manifest_hash"] === "string" && isJsonObject(call["arguments"]);
-}
-
-function replyKeyUsableSync(call: JsonObject): boolean {
-  try {
-    checkedX25519(publicKeyBytes(call["reply_key"]));
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether a call's reply key is an X25519 key of large order, on the platform's X25519 where
- * it has one (noble's takes a millisecond: a tenth of the budget before the prompt). */
-export async function replyKeyUsable(call: JsonObject): Promise<boolean> {
-  let raw: Uint8Array;
-  try {
-    raw = publicKeyBytes(call["reply_key"]);
-  } catch {
-    return false;
-  }
-  return largeOrderX25519Async(raw);
 }
 
 /** The replay record found the call recorded already (by another process) once the write settled. */
@@ -169,7 +92,6 @@ async function recorded(durable: Promise<string | null>): Promise<void> {
 
 const DENY_UNVERIFIED: Decision = { outcome: "denied", reason: "manifest_unverified" };
 
-/** One device of one user (SPEC §12.3). */
 /** Deliveries remembered for redelivery (socket and poll), the oldest forgotten first (as Python's). */
 const MAX_DELIVERED = 4096;
 
@@ -184,6 +106,7 @@ function deliveryKey(relationId: string, messageId: string, payload: unknown): s
   return `${relationId}\n${messageId}\n${digest}`;
 }
 
+/** One device of one user (SPEC §12.3). */
 export class Device {
   readonly deviceId: string;
   readonly transport: Transport;
@@ -199,14 +122,12 @@ export class Device {
   private readonly cachedViews = new Map<string, RelationView>();
   private generation = 0;
   private readonly delivered = new Set<string>();
-  private readonly waiting = new Map<string, number>();
-  private promptQueue: Promise<unknown> = Promise.resolve();
+  private readonly prompts: Prompts;
   private ready: Promise<void> | null = null;
   private controller: AbortController | null = null;
   private listening: Promise<void> | null = null;
   private readonly reported = new Set<string>();
-  /** `relation\nscope` of once grants used, to withdraw after the answer. */
-  private readonly withdrawals = new Set<string>();
+  private readonly consentHalf: DeviceConsent;
 
   constructor(options: DeviceOptions) {
     if (!isDeviceId(options.deviceId)) throw new Error("deviceId must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}");
@@ -216,6 +137,12 @@ export class Device {
     this.state = new LocalState(options.store);
     this.audit = new AuditLog(options.store);
     this.clock = options.clock ?? Date.now;
+    this.prompts = new Prompts(options.prompt);
+    this.consentHalf = new DeviceConsent({ transport: this.transport, state: this.state, audit: this.audit, policy: this.policy,
+      keys: () => this.keys, keydir: () => this.keydir, views: () => this.views, clock: () => this.clock(),
+      relation: (relationId, refresh) => this.relation(relationId, refresh), invalidate: (...ids) => this.invalidate(...ids),
+      agentOf: (relationId) => this.cachedViews.get(relationId)?.agentId ?? "",
+      notice: (kind, relationId, agentId, scope, text) => this.notice(kind, relationId, agentId, scope, text) });
   }
 
   /** Load (or make) this device's keys from the store. */
@@ -329,7 +256,7 @@ export class Device {
       const generation = this.generation;
       view = await this.views.fetch(this.transport, relationId);
       if (view.consentProblem) await this.reportConsent(relationId, view.agentId, view.consentProblem);
-      await this.noteGrants(view);
+      await this.consentHalf.noteGrants(view);
       if (generation === this.generation) this.cachedViews.set(relationId, view);
     }
     return view;
@@ -379,7 +306,7 @@ export class Device {
       if (!viewNames(view, call)) view = await this.relation(relationId, true); // perhaps a version published since
       const response = await this.answer(view, call, call["expires_at"] as number, claim.durable);
       await this.reply(relationId, call, response);
-      await this.withdrawUsedOnce(relationId);
+      await this.consentHalf.withdrawUsedOnce(relationId);
       return response;
     } catch (error) {
       if (!(error instanceof CallReplayed)) throw error;
@@ -499,7 +426,7 @@ export class Device {
   }
 
   private async decide(view: RelationView, call: JsonObject, subject: PolicySubject): Promise<Decision> {
-    const onceUsed = await this.spent(view);
+    const onceUsed = await this.consentHalf.spent(view);
     return decide(call, { manifest: view.manifest, granted: view.granted, inGroup: this.options.isGroup?.(view.relationId) ?? false,
       policy: this.policy, subject, nowMs: this.clock(), revoked: view.revoked, pending: view.pending, unconfirmed: view.unconfirmed,
       unbacked: view.unbacked, consentRevoked: view.consentRevoked, grants: view.grants, onceUsed });
@@ -522,18 +449,10 @@ export class Device {
     if (decision.outcome === "denied") return responseDenied(callId, decision.reason, decision.details);
     if (decision.outcome === "error") return responseError(callId, decision.reason, decision.details);
     const scope = decision.tool.scope;
-    if (view.grants.get(scope)?.once && !(await this.takeOnce(view, scope))) return responseDenied(callId, "scope_not_granted");
+    if (view.grants.get(scope)?.once && !(await this.consentHalf.takeOnce(view, scope))) return responseDenied(callId, "scope_not_granted");
     this.policy.recordUse(subject, scope, decision.tool.sensitivity, this.clock());
     await this.state.recordGrantUse(view.relationId, scope, this.clock());
     return this.execute(view, callId, decision.tool, call["arguments"] as JsonObject);
-  }
-
-  /** Take a `once` grant, durably, before the call runs: a second call (another process's
-   * too) finds it used. The scope is then withdrawn with a signed PATCH, after the answer. */
-  private async takeOnce(view: RelationView, scope: string): Promise<boolean> {
-    if (!(await this.state.useOnce(view.relationId, scope, view.consentSeq))) return false;
-    this.withdrawals.add(`${view.relationId}\n${scope}`);
-    return true;
   }
 
   /** The chain again if the relation changed while the user was asked. */
@@ -546,37 +465,19 @@ export class Device {
     return [decision.outcome === "prompt" ? { outcome: "run", tool: decision.tool } : decision, fresh];
   }
 
-  private async consent(view: RelationView, call: JsonObject, tool: CompiledTool, subject: PolicySubject,
+  /** The user's answer, in the prompts' turn: approved without asking when the policy is silent for it. */
+  private consent(view: RelationView, call: JsonObject, tool: CompiledTool, subject: PolicySubject,
     deadlineMs: number | null): Promise<"approved" | DenialReason> {
-    const waiting = this.waiting.get(view.agentId) ?? 0;
-    if (waiting >= MAX_WAITING_PROMPTS) return "user_timeout"; // an agent flooding the user
-    this.waiting.set(view.agentId, waiting + 1);
-    const turn = this.promptQueue.then(async (): Promise<"approved" | DenialReason> => { // one prompt at a time
+    return this.prompts.ask(view.agentId, () => {
       const newlyGranted = view.unconfirmed.has(tool.scope);
-      if (!newlyGranted && this.policy.isSilent(subject, tool.scope, tool.sensitivity, this.clock())) return "approved";
+      if (!newlyGranted && this.policy.isSilent(subject, tool.scope, tool.sensitivity, this.clock())) return null;
       const request: PromptRequest = { relationId: view.relationId, agentId: view.agentId, agentName: view.agentName,
         callId: String(call["call_id"]), toolName: tool.name, toolDescription: tool.description, scope: tool.scope,
         sensitivity: tool.sensitivity, arguments: call["arguments"] as JsonObject, manifestVersion: view.manifestVersion,
         safetyNumber: view.safetyNumber, newlyGranted, grantOption: optionOf(view, tool.scope) };
-      const limit = Math.min(this.options.promptTimeoutMs ?? HIGH_PROMPT_TIMEOUT_MS, deadlineMs === null ? Infinity : deadlineMs - this.clock());
-      return this.ask(request, limit);
+      const limitMs = Math.min(this.options.promptTimeoutMs ?? HIGH_PROMPT_TIMEOUT_MS, deadlineMs === null ? Infinity : deadlineMs - this.clock());
+      return { request, limitMs };
     });
-    this.promptQueue = turn.catch(() => undefined);
-    try {
-      return await turn;
-    } finally {
-      this.waiting.set(view.agentId, (this.waiting.get(view.agentId) ?? 1) - 1);
-    }
-  }
-
-  private async ask(request: PromptRequest, limitMs: number): Promise<"approved" | DenialReason> {
-    if (limitMs <= 0) return "user_timeout";
-    try {
-      const answer = await withDeadline(Promise.resolve(this.options.prompt(request)), limitMs);
-      return answer === true || answer === "allow" ? "approved" : "user_refused";
-    } catch (error) {
-      return error instanceof DeadlinePassed ? "user_timeout" : "user_refused"; // a broken prompt never approves
-    }
   }
 
   private async execute(view: RelationView, callId: string, tool: CompiledTool, args: JsonObject): Promise<JsonObject> {
@@ -596,171 +497,46 @@ export class Device {
     return responseOk(callId, result);
   }
 
-  // --- consent signed on this device (SPEC §9.6) ------------------------------------
+  // --- consent signed on this device (SPEC §9.6): deviceConsent.ts ---------------------
 
   /** Connect to an agent with a consent statement signed here for its current verified manifest;
    * `grantOptions` (SPEC §5.2 v1.2: once, until, arguments per scope) are signed with it. */
   async grant(agentId: string, scopes: Iterable<string>, options: { userId?: string; grantOptions?: GrantOptions | JsonObject } = {}): Promise<any> {
     await this.init();
-    const granted = [...new Set(scopes)].sort();
-    const agent = await callApi(this.transport, "GET", `/agents/${agentId}`);
-    const served = await this.keydir.servedIdentity(agentId);
-    const current = this.views.current(agentId, agent, publicIdentity(served));
-    const userId = options.userId ?? (await this.userId());
-    const grantOptions = grantOptionsOf(options.grantOptions, granted);
-    const signed = await this.sign(agentId, userId, granted, current, false, grantOptions);
-    const relation = await callApi(this.transport, "POST", "/h2a/relations", { json: { agent_id: agentId, granted_scopes: granted,
-      ...optionsField(grantOptions), consent_statement: signed } });
-    const relationId = String(relation.relation_id);
-    await this.keydir.pins.identity(relationId, agentId, served); // what the user consented under
-    await this.signed(relationId, signed);
-    return relation;
+    return this.consentHalf.grant(agentId, scopes, options);
   }
 
   /** Change the grants, or consent again to the current verified manifest, signed here. A
    * `once` grant this device used and could not withdraw yet is left out. */
   async reconsent(relationId: string, scopes: Iterable<string>, options: { grantOptions?: GrantOptions | JsonObject } = {}): Promise<any> {
     await this.init();
-    const used = await this.usedOnce(relationId);
-    const granted = [...new Set(scopes)].filter((s) => !used.has(s)).sort();
-    const [relation, current] = await this.verifiedCurrent(relationId);
-    const grantOptions = grantOptionsOf(options.grantOptions, granted);
-    const signed = await this.sign(String(relation.agent_id), String(relation.user), granted, current, false, grantOptions);
-    const updated = await callApi(this.transport, "PATCH", `/h2a/relations/${relationId}`, { json: { granted_scopes: granted,
-      ...optionsField(grantOptions), acknowledged_manifest_version: current.version, acknowledged_manifest_hash: current.hash,
-      consent_statement: signed } });
-    await this.signed(relationId, signed);
-    return updated;
+    return this.consentHalf.reconsent(relationId, scopes, options);
   }
 
   /** Withdraw one scope with a signed PATCH that keeps everything else the user consented to
    * (the version they acknowledged, the other grants and their options); throws ApiError. */
   async withdraw(relationId: string, scope: string): Promise<any> {
     await this.init();
-    return this.withdrawSigned(relationId, new Set([scope]));
+    return this.consentHalf.withdraw(relationId, scope);
   }
 
-  private async withdrawSigned(relationId: string, scopes: ReadonlySet<string>): Promise<any> {
-    const view = await this.relation(relationId, true);
-    if (view.consented === null) throw new ManifestUnverified(`relation ${relationId}: ${view.unverified}`);
-    const relation = await callApi(this.transport, "GET", `/h2a/relations/${relationId}`);
-    const newest = await this.views.consents.newest(relationId);
-    const used = await this.usedOnce(relationId);
-    const nowMs = this.clock();
-    const before = newest !== null ? ((newest["granted_scopes"] as string[]) ?? []) : [...view.granted];
-    const granted = before.filter((s) => !scopes.has(s) && !used.has(s) && !expired(view.grants.get(s), nowMs)).sort();
-    const grantOptions = grantOptionsOf(view.grantOptions, granted);
-    const signed = await this.sign(view.agentId, String(relation.user), granted, view.consented, false, grantOptions);
-    const updated = await callApi(this.transport, "PATCH", `/h2a/relations/${relationId}`, { json: { granted_scopes: granted,
-      ...optionsField(grantOptions), acknowledged_manifest_version: view.consented.version,
-      acknowledged_manifest_hash: view.consented.hash, consent_statement: signed } });
-    await this.signed(relationId, signed);
-    return updated;
-  }
-
-  /** Withdraw the once grants used in `relationId`; when that fails (offline, a new version out)
-   * they stay refused here, are left out of the next consent signed here, and the user is told. */
-  private async withdrawUsedOnce(relationId: string): Promise<void> {
-    const scopes = new Set([...this.withdrawals].filter((k) => k.startsWith(`${relationId}\n`)).map((k) => k.slice(relationId.length + 1)));
-    if (scopes.size === 0) return;
-    for (const scope of scopes) this.withdrawals.delete(`${relationId}\n${scope}`);
-    try {
-      await this.withdrawSigned(relationId, scopes);
-    } catch (error) {
-      const code = error instanceof ApiError ? error.code : error instanceof ManifestUnverified ? "manifest_unverified" : "SERVICE_UNAVAILABLE";
-      if (!(error instanceof ApiError || error instanceof ManifestUnverified || error instanceof TypeError)) throw error;
-      console.warn(`hashee device: the once grant of ${[...scopes].join(", ")} in relation ${relationId} was used; `
-        + `withdrawing it failed (${code}): it stays refused on this device`);
-      for (const scope of scopes) {
-        this.notice("once_not_withdrawn", relationId, this.cachedViews.get(relationId)?.agentId ?? "", scope, `${scope} was granted `
-          + `only this time and has been used: this device refuses it from now on, but the server did not take its withdrawal `
-          + `(${code}). Your next consent leaves it out.`);
-        await this.audit.record({ call_id: `withdraw:${relationId}`.slice(0, 160), agent_id: this.cachedViews.get(relationId)?.agentId ?? "",
-          tool_name: "", scope, arguments: null, status: WITHDRAW_FAILED, reason: code, nowMs: this.clock() });
-      }
-    }
-  }
-
-  /** The user keeps a grant reported unused: the 90 days start again from now. */
-  async keepGrant(relationId: string, scope: string): Promise<void> {
+  /** Revoke with a signed revocation: revoked for this device at once, whatever the server says later. */
+  async revoke(relationId: string): Promise<any> {
     await this.init();
-    await this.state.recordGrantUse(relationId, scope, this.clock());
-  }
-
-  /** The once grants used here under the newest statement (or the unsigned consent): not
-   * withdrawn by a statement signed since. */
-  private async usedOnce(relationId: string): Promise<Set<string>> {
-    const seq = Number((await this.views.consents.newest(relationId))?.["seq"] ?? 0);
-    return new Set([...await this.state.onceUsed(relationId)].filter(([, used]) => used >= seq).map(([scope]) => scope));
-  }
-
-  /** The scopes whose once grant is spent: used under the consent in force, or under an
-   * earlier one and not granted again since. Refused whatever the server says. */
-  private async spent(view: RelationView): Promise<Set<string>> {
-    const given = view.signedScopes ?? view.granted;
-    return new Set([...await this.state.onceUsed(view.relationId)]
-      .filter(([scope, used]) => used >= view.consentSeq || !given.has(scope)).map(([scope]) => scope));
-  }
-
-  /** When each grant was first seen (the 90-day notice counts from it when it is never used). */
-  private async noteGrants(view: RelationView): Promise<void> {
-    if (view.manifestVersion === null) return;
-    await this.state.noteGrants(view.relationId, view.signedScopes ?? view.granted, view.consentTs ?? this.clock());
-    if (view.signedScopes === null) {
-      const used = await this.state.onceUsed(view.relationId);
-      await this.state.forgetUnsignedOnce(view.relationId, [...used.keys()].filter((s) => !view.granted.has(s)));
-    }
-  }
-
-  private notice(kind: DeviceNotice["kind"], relationId: string, agentId: string, scope: string, text: string): void {
-    const key = `${relationId} ${kind}:${scope}`;
-    if (this.reported.has(key)) return;
-    this.reported.add(key);
-    console.warn(`hashee device: notice to the user: ${text}`);
-    try {
-      this.options.onNotice?.({ kind, relationId, agentId, scope, text });
-    } catch (error) {
-      console.warn(`hashee device: onNotice failed: ${(error as Error).name}`); // a broken callback never stops the device
-    }
+    return this.consentHalf.revoke(relationId);
   }
 
   /** The granted scopes of high sensitivity this device has not used for `days` (90): neither
    * answered a call of since, nor seen granted first since — offered to the user to withdraw. */
   async unusedGrants(options: { days?: number; now?: number } = {}): Promise<UnusedGrant[]> {
     await this.init();
-    const nowMs = options.now ?? this.clock();
-    const limitMs = (options.days ?? UNUSED_GRANT_DAYS) * DAY_MS;
-    const page = await callApi(this.transport, "GET", "/h2a/relations?page_size=100");
-    const found: UnusedGrant[] = [];
-    for (const relation of Array.isArray(page?.results) ? page.results : []) {
-      if (relation?.status === "revoked" || typeof relation?.relation_id !== "string") continue;
-      const view = await this.relation(relation.relation_id, true);
-      for (const scope of [...view.granted].sort()) {
-        if (view.unbacked.has(scope) || view.pending.has(scope) || !highScope(view, scope)) continue;
-        const since = await this.state.grantUsedAt(view.relationId, scope); // noted when the view was read
-        if (since !== null && nowMs - since >= limitMs) {
-          found.push({ relationId: view.relationId, agentId: view.agentId, agentName: view.agentName, scope, since });
-        }
-      }
-    }
-    for (const unused of found) {
-      const days = Math.floor((nowMs - unused.since) / DAY_MS);
-      this.notice("unused_grant", unused.relationId, unused.agentId, unused.scope, `${unused.agentName || `agent ${unused.agentId}`} `
-        + `has not used ${unused.scope} for ${days} days. You can withdraw it: it is asked again if the agent needs it later.`);
-    }
-    return found;
+    return this.consentHalf.unusedGrants(options);
   }
 
-  /** Revoke with a signed revocation: revoked for this device at once, whatever the server says later. */
-  async revoke(relationId: string): Promise<any> {
+  /** The user keeps a grant reported unused: the 90 days start again from now. */
+  async keepGrant(relationId: string, scope: string): Promise<void> {
     await this.init();
-    await this.state.tombstoneRelation(relationId);
-    this.invalidate(relationId);
-    const [relation, current] = await this.verifiedCurrent(relationId);
-    const signed = await this.sign(String(relation.agent_id), String(relation.user), [], current, true);
-    const revoked = await callApi(this.transport, "DELETE", `/h2a/relations/${relationId}`, { json: { consent_statement: signed } });
-    await this.signed(relationId, signed);
-    return revoked;
+    await this.consentHalf.keepGrant(relationId, scope);
   }
 
   /** Trust the agent's new identity — the one whose safety number (or kid) the user compared. */
@@ -776,72 +552,22 @@ export class Device {
     return this.views.pendingSafetyNumber(this.transport, relationId);
   }
 
-  private async verifiedCurrent(relationId: string): Promise<[any, VerifiedManifest]> {
-    const relation = await callApi(this.transport, "GET", `/h2a/relations/${relationId}`);
-    const agentId = String(relation.agent_id);
-    const agent = await callApi(this.transport, "GET", `/agents/${agentId}`);
-    return [relation, this.views.current(agentId, agent, await this.keydir.identity(relationId, agentId))];
+  private notice(kind: ConsentNoticeKind, relationId: string, agentId: string, scope: string, text: string): void {
+    const key = `${relationId} ${kind}:${scope}`;
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    console.warn(`hashee device: notice to the user: ${text}`);
+    try {
+      this.options.onNotice?.({ kind, relationId, agentId, scope, text });
+    } catch (error) {
+      console.warn(`hashee device: onNotice failed: ${(error as Error).name}`); // a broken callback never stops the device
+    }
   }
 
-  private async userId(): Promise<string> {
-    const page = await callApi(this.transport, "GET", "/h2a/relations");
-    const users = new Set((page?.results ?? []).map((r: any) => r?.user));
-    const [only] = users;
-    if (users.size !== 1 || typeof only !== "string") throw new Error("the user's id is not known from their relations: pass userId");
-    return only;
-  }
-
-  private async sign(agentId: string, userId: string, granted: string[], current: { version: number; hash: string },
-    revoked = false, grantOptions: JsonObject = {}): Promise<SignedConsent> {
-    const nowMs = this.clock();
-    return signConsent(this.keys, { agentId, userId, grantedScopes: granted, acknowledgedManifestVersion: current.version,
-      acknowledgedManifestHash: current.hash, seq: await this.views.consents.nextSeq(agentId, userId, nowMs), ts: nowMs, revoked,
-      grantOptions });
-  }
-
-  /** The server accepted a statement signed here: it is the newest verified one. */
-  private async signed(relationId: string, signed: SignedConsent): Promise<void> {
-    await this.views.consents.remember(relationId, signed as unknown as { statement: JsonObject; signature: string });
-    if (signed.statement.revoked) await this.state.tombstoneRelation(relationId);
-    else await this.state.confirmGrants(relationId, signed.statement.granted_scopes);
-    this.invalidate(relationId);
-    this.policy.forget(signed.statement.agent_id);
-  }
 }
 
-/** The request's `grant_options` member: absent when there are none (a server of before v1.2 reads the same). */
-function optionsField(grantOptions: JsonObject): { grant_options?: JsonObject } {
-  return Object.keys(grantOptions).length > 0 ? { grant_options: grantOptions } : {};
-}
 
 function optionOf(view: RelationView, scope: string): JsonObject {
   const option = view.grantOptions[scope];
   return isJsonObject(option) ? option : {};
-}
-
-function expired(grant: CompiledGrant | undefined, nowMs: number): boolean {
-  return grant?.untilMs != null && nowMs >= grant.untilMs;
-}
-
-function highScope(view: RelationView, scope: string): boolean {
-  return [...view.manifest.tools.values()].some((tool) => tool.scope === scope && tool.sensitivity === "high");
-}
-
-class DeadlinePassed extends Error {}
-
-/** `work`'s value, or DeadlinePassed after `ms` (then `onTimeout` runs). */
-export function withDeadline<T>(work: Promise<T>, ms: number, onTimeout?: () => void): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      onTimeout?.();
-      reject(new DeadlinePassed());
-    }, Math.max(0, Math.min(ms, 2 ** 31 - 1)));
-    work.then((value) => {
-      clearTimeout(timer);
-      resolve(value);
-    }, (error: unknown) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-  });
 }

@@ -55,7 +55,10 @@ export {
   acknowledgementOf, changedScopes, ConsentMemory, grantOptionsBelieved, RelationViews, viewNames, type Believed, type RelationView,
 } from "./views.js";
 export {
-  callRefusal, Device, UNUSED_GRANT_DAYS, withDeadline, type CallContext, type DeviceOptions, type PromptAnswer, type PromptRequest,
-  type ToolHandler, type UnusedGrant, type DeviceNotice,
+  Device, type CallContext, type DeviceOptions,
+  type ToolHandler, type DeviceNotice,
 } from "./device.js";
+export { callRefusal, withDeadline } from "./callChecks.js";
+export { MAX_WAITING_PROMPTS, type PromptAnswer, type PromptRequest } from "./prompts.js";
+export { UNUSED_GRANT_DAYS, type UnusedGrant } from "./deviceConsent.js";
 export { Agent, toolAnswerFrom, type AgentOptions, type ToolAnswer } from "./agent.js";

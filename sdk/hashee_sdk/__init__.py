@@ -59,7 +59,7 @@ from __future__ import annotations
 from hashee_sdk._version import __version__
 from hashee_sdk.agent import AgentRuntime, ToolResult
 from hashee_sdk.audit import AuditEntry, AuditLog
-from hashee_sdk.client import PromptRequest, UserClient
+from hashee_sdk.client import UserClient
 from hashee_sdk.contract import CompiledManifest, Decision, compile_manifest, decide
 from hashee_sdk.credentials import AccessToken, AgentKeyExchange, Credential, TokenSource
 from hashee_sdk.crypto import KeyPair, PublicKeys
@@ -100,6 +100,7 @@ from hashee_sdk.keys import KeyDirectory, RelationKeys
 from hashee_sdk.keystore import KeyStore, KeyStoreError
 from hashee_sdk.owner import Owner
 from hashee_sdk.policy import PolicySubject, SensitivityPolicy
+from hashee_sdk.prompts import PromptRequest
 from hashee_sdk.rest import HttpResponse, HttpxTransport, Transport
 from hashee_sdk.runtime import Agent, Device, NotListening, publish_runtime_key
 from hashee_sdk.store import LocalStore

@@ -43,7 +43,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from hashee_sdk import contract, envelope, wire
@@ -69,6 +68,7 @@ from hashee_sdk.events import FrameConsumer, frame_parts, listen
 from hashee_sdk.grants import ALWAYS, TOLD_BY_THE_USER, Notice, describe, refusal_words
 from hashee_sdk.keys import KeyDirectory
 from hashee_sdk.policy import HIGH_PROMPT_TIMEOUT_S, PolicySubject, SensitivityPolicy
+from hashee_sdk.prompts import APPROVED, MAX_WAITING_PROMPTS, PromptRequest, Prompts
 from hashee_sdk.rest import Transport, send_message
 from hashee_sdk.runner import call_with_deadline
 from hashee_sdk.store import LocalStore, state_file
@@ -78,12 +78,10 @@ from hashee_sdk.views import RelationView, RelationViews
 logger = logging.getLogger(__name__)
 ToolHandler = Callable[[dict[str, Any]], Any]
 PromptCallback = Callable[["PromptRequest"], Any]
-APPROVED = "approved"
 REFUSED = "refused"  # the audit status of a call stopped before the chain (no answer is sent)
 # docs/wire-spec.md §4: expires_at is at most timeout_ms + 60 s after the call was signed.
 EXPIRY_SLACK_MS = 60_000
 MAX_FUTURE_SKEW_MS = 300_000
-MAX_WAITING_PROMPTS = 5
 # Leaves room for the signature and base64 under the server's 262144-byte payload cap.
 MAX_RESPONSE_BYTES = 190_000
 MAX_DELIVERED = 4096
@@ -96,33 +94,10 @@ def _delivery_key(relation_id: str, message_id: str, payload: Any) -> str:
     except CanonicalizationError:
         body = repr(payload).encode()
     return f"{relation_id}\n{message_id}\n{hashlib.sha256(body).hexdigest()}"
+
+
 UNPINNED = "runtime_key_unpinned"  # the one refusal a device answers (docs/wire-spec.md §4, step 1)
 CURSOR = "user-events"
-
-
-@dataclass(frozen=True)
-class PromptRequest:
-    """What the user is asked to approve (shown locally; never sent anywhere)."""
-
-    relation_id: str
-    agent_id: str
-    call_id: str
-    tool_name: str
-    scope: str
-    sensitivity: str
-    arguments: dict[str, Any]
-    agent_name: str = ""  # as the agent's owner named it (what the user consented to)
-    tool_description: str = ""  # the manifest's description_fallback for this tool
-    manifest_version: int | None = None  # the verified version the call runs under
-    # SPEC §9.2: the relation's safety number (pinned identity + the user's first device);
-    # None for an agent without an identity key: the prompt says its publisher is unverified.
-    safety_number: str | None = None
-    # The scope was granted since this device last looked (on the web, or by a server that
-    # lies): the user confirms it here once, whatever its sensitivity.
-    newly_granted: bool = False
-    # How the user granted the scope, in words (SPEC §5.2 grant_options): "always", "only this
-    # time", "until 18:00", "read_file only when path starts with /home/bob/docs/".
-    grant: str = "always"
 
 
 def _never_group(relation_id: str) -> bool:
@@ -198,7 +173,7 @@ class UserClient(DeviceConsent, FrameConsumer):
         self.transport = transport
         self.keys = keys
         self.device_id = device_id
-        self.prompt = prompt
+        self._prompts = Prompts(prompt, max_waiting=max_waiting_prompts)
         self.handlers: dict[str, ToolHandler] = dict(handlers or {})
         self.audit = audit if audit is not None else AuditLog(state_file("device", device_id))
         self.store = store if store is not None else LocalStore(self.audit.path)
@@ -207,7 +182,6 @@ class UserClient(DeviceConsent, FrameConsumer):
         self.clock = clock
         self.prompt_timeout_s = prompt_timeout_s
         self.is_group = is_group
-        self.max_waiting_prompts = max_waiting_prompts
         self.on_notice = on_notice
         self.keydir = keydir if keydir is not None else KeyDirectory(transport, clock=clock, verify=AGENT,
                                                                      pins=KeyPins(self.store), device=keys.public)
@@ -219,11 +193,18 @@ class UserClient(DeviceConsent, FrameConsumer):
         self._generation = 0  # bumped by every event that invalidates a view
         self._delivered: dict[str, None] = {}  # deliveries handled in this process (_delivery_key)
         self._in_flight: dict[str, int] = {}  # relation id → calls being answered
-        self._waiting: dict[str, int] = {}  # agent id → prompts waiting
-        self._prompt_lock: asyncio.Lock | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- setup -----------------------------------------------------------------------
+
+    @property
+    def prompt(self) -> PromptCallback:
+        """How the user is asked (a caller may swap it while the client runs)."""
+        return self._prompts.prompt
+
+    @prompt.setter
+    def prompt(self, prompt: PromptCallback) -> None:
+        self._prompts.prompt = prompt
 
     def register_handler(self, tool_name: str, handler: ToolHandler) -> None:
         self.handlers[tool_name] = handler
@@ -561,45 +542,23 @@ class UserClient(DeviceConsent, FrameConsumer):
 
     async def _consent(self, view: RelationView, call: Mapping[str, Any], tool: CompiledTool,
                        subject: PolicySubject, deadline_ms: int | None) -> str:
-        # At most max_waiting_prompts per agent wait: past that an agent is flooding the user.
-        if self._waiting.get(view.agent_id, 0) >= self.max_waiting_prompts:
-            logger.warning("too many prompts waiting for agent %s: call answered user_timeout", view.agent_id)
-            return "user_timeout"
-        self._waiting[view.agent_id] = self._waiting.get(view.agent_id, 0) + 1
-        try:
-            # One prompt at a time; a medium approval given meanwhile answers the next call.
-            if self._prompt_lock is None:
-                self._prompt_lock = asyncio.Lock()
-            async with self._prompt_lock:
-                newly_granted = tool.scope in view.unconfirmed
-                if not newly_granted and self.policy.is_silent(subject, tool.scope, tool.sensitivity, self.clock()):
-                    return APPROVED
-                request = PromptRequest(view.relation_id, view.agent_id, str(call["call_id"]), tool.name,
-                                        tool.scope, tool.sensitivity, dict(call["arguments"]),
-                                        agent_name=view.agent_name, tool_description=tool.description,
-                                        manifest_version=view.manifest_version, safety_number=view.safety_number,
-                                        newly_granted=newly_granted,
-                                        grant=describe(view.grants.get(tool.scope, ALWAYS), now=self.clock()))
-                return await self._ask(request, self._time_left(deadline_ms))
-        finally:
-            self._waiting[view.agent_id] -= 1
+        def turn() -> tuple[PromptRequest, float] | None:
+            newly_granted = tool.scope in view.unconfirmed
+            if not newly_granted and self.policy.is_silent(subject, tool.scope, tool.sensitivity, self.clock()):
+                return None
+            return PromptRequest(view.relation_id, view.agent_id, str(call["call_id"]), tool.name, tool.scope,
+                                 tool.sensitivity, dict(call["arguments"]), agent_name=view.agent_name,
+                                 tool_description=tool.description, manifest_version=view.manifest_version,
+                                 safety_number=view.safety_number, newly_granted=newly_granted,
+                                 grant=describe(view.grants.get(tool.scope, ALWAYS), now=self.clock())), \
+                self._time_left(deadline_ms)
+
+        return await self._prompts.ask(view.agent_id, turn)
 
     def _time_left(self, deadline_ms: int | None) -> float:
         if deadline_ms is None:
             return self.prompt_timeout_s
         return min(self.prompt_timeout_s, deadline_ms / 1000 - self.clock())
-
-    async def _ask(self, request: PromptRequest, timeout_s: float) -> str:
-        if timeout_s <= 0:
-            return "user_timeout"  # the agent has given up on this call
-        try:
-            answer = await call_with_deadline(self.prompt, request, timeout_s)
-        except TimeoutError:
-            return "user_timeout"
-        except Exception as exc:  # a broken prompt never approves
-            logger.warning("prompt failed: %s", type(exc).__name__)
-            return "user_refused"
-        return APPROVED if answer is True else "user_refused"
 
     async def _execute(self, call_id: str, tool: CompiledTool, arguments: dict[str, Any]) -> dict[str, Any]:
         handler = self.handlers.get(tool.name)

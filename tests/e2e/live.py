@@ -44,6 +44,7 @@ class LiveServer:
     env: dict[str, str]
     alice_key: str
     bob_key: str
+    log: Path | None = None  # uvicorn's output (warnings and errors; never a payload): shown when a test fails
 
     def manage(self, *args: str) -> str:
         done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
@@ -86,7 +87,7 @@ def demo_server(env: dict[str, str], home: Path) -> Iterator[LiveServer]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, log)
-        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key)
+        yield LiveServer(url=url, env=env, alice_key=alice_key, bob_key=bob_key, log=log)
     finally:
         process.send_signal(signal.SIGTERM)
         try:

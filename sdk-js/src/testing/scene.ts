@@ -5,7 +5,8 @@
 import { canonicalHash, type JsonObject } from "../canonical.js";
 import { KeyPair } from "../crypto.js";
 import { Agent, type ToolAnswer } from "../agent.js";
-import { Device, type DeviceNotice, type PromptAnswer, type PromptRequest } from "../device.js";
+import { Device, type DeviceNotice } from "../device.js";
+import type { PromptAnswer, PromptRequest } from "../prompts.js";
 import { Recipient, seal } from "../envelope.js";
 import { ToolCallTimeout } from "../errors.js";
 import type { EventFrame } from "../rest.js";
