@@ -46,6 +46,7 @@ def device_texts() -> dict[str, Any]:
         "grant_until": _("Until %(when)s"),
         "grant_prefix": _("Only when %(arg)s starts with %(prefix)s"),
         "grant_values": _("Only when %(arg)s is %(value)s"),
+        "grant_one_of": _("Only when %(arg)s is one of: %(values)s"),
         "grant_limited": _("Only within limits you set for %(tool)s"),
         "unused_title": _("Permissions you have not used for %(days)s days"),
         "unused_intro": _("This device has not answered a call of these permissions for a long time. Withdraw what "

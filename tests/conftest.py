@@ -34,6 +34,29 @@ def pytest_configure(config: Any) -> None:
         Path(test_name).parent.mkdir(parents=True, exist_ok=True)
 
 
+# Modules whose tests share a live server, a browser page or a device process through
+# module-scoped fixtures, and run in their written order (a later test reads what an earlier one
+# did: a once grant used, then withdrawn). Under xdist each such module goes to one worker whole
+# and in order, not split across two, each starting a server of its own; every other test is
+# scheduled alone, as xdist's "load" does. (xdist's own --dist loadgroup reads marks through
+# Item._nodeid, which pytest 9 no longer uses for the node id.)
+IN_ORDER = ("tests/e2e/", "tests/interop/", "tests/hostile/")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class InOrderModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module.startswith(IN_ORDER) else nodeid
+
+    return InOrderModules(config, log)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_stray_connections_at_teardown(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
     """Sockets' database_sync_to_async threads keep their connections to the test database;
