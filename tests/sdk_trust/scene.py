@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,11 @@ class Scene:
                             clock=self.clock, store=store or LocalStore.in_memory())
 
     async def call(self, name: str, arguments: dict[str, Any], *, agent: AgentRuntime | None = None,
-                   deliver_after_s: float = 0, timeout: float = 0.3) -> ToolResult | None:
+                   deliver_after_s: float = 0, timeout: float = 30) -> ToolResult | None:
         """One call through the pipe (delivered ``deliver_after_s`` later on bob's clock);
-        None when no answer came back."""
+        None when no answer came back, or none the agent took. Decided by what the device sent
+        and the agent did with it, never by how long a loaded machine took: ``timeout`` only
+        bounds the wait (and sets the call's ``expires_at`` on the scene's clock)."""
         agent = agent or self.agent
         sent = len(self.server.messages)
         task = asyncio.create_task(agent.call_tool(RELATION_ID, name, arguments, timeout=timeout))
@@ -68,6 +71,13 @@ class Scene:
         if len(self.server.messages) > sent + 1:
             await agent.handle_frame(self.server.frame(sent + 1))
         await device
+        # The agent settles a call's future as it takes an answer (a result, a denial, or
+        # ResultInvalid): unsettled now, no answer it takes will come.
+        if not task.done() and not any(pending.future.done() for pending in vars(agent)["_pending"].values()):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            return None
         try:
             return await task
         except ToolCallTimeout:
