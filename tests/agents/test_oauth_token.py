@@ -24,6 +24,7 @@ from agents.token_models import AccessToken
 from agents.tokens import access_token_issue, access_token_lookup
 from relations.models import Relation
 from tests.conftest import client_for
+from tests.ratelimit_window import a_key_far_from_a_window_end
 
 pytestmark = pytest.mark.django_db
 
@@ -38,9 +39,9 @@ def agent_key(agent: Agent) -> tuple[ApiKey, str]:
     return api_key_create(user=agent.owner, agent=agent)
 
 
-def exchange(secret: str, **fields: str) -> Any:
+def exchange(secret: str, *, address: str = "127.0.0.1", **fields: str) -> Any:
     form = {"grant_type": GRANT, "subject_token": secret, "subject_token_type": AGENT_KEY, **fields}
-    return APIClient().post("/oauth/token", urlencode(form), content_type=FORM)
+    return APIClient(REMOTE_ADDR=address).post("/oauth/token", urlencode(form), content_type=FORM)
 
 
 def token_client(agent_key: tuple[ApiKey, str], scope: str | None = None) -> APIClient:
@@ -279,13 +280,15 @@ def test_an_oauth_client_asking_for_an_audience_gets_invalid_target(
 def test_mallory_guessing_keys_from_one_address_is_slowed_down(settings: Any,
                                                                 agent_key: tuple[ApiKey, str]) -> None:
     settings.HASHEE_OAUTH_TOKEN_RATE_PER_IP = "5/m"
-    guesses = [exchange(f"hak_{i:08d}" + "M" * 35) for i in range(6)]
+    # An address whose minute window (offset per address) has 20 s left: all six in one window.
+    mallory = a_key_far_from_a_window_end((f"198.51.100.{i}" for i in range(1, 255)), 60, margin=20)
+    guesses = [exchange(f"hak_{i:08d}" + "M" * 35, address=mallory) for i in range(6)]
 
     assert [r.status_code for r in guesses] == [400] * 5 + [429]
     refused = guesses[-1]
     assert refused.json()["error"] == "slow_down" and set(refused.json()) == {"error", "error_description"}
     assert 1 <= int(refused["Retry-After"]) <= 60 and refused["Cache-Control"] == "no-store"
-    assert exchange(agent_key[1]).status_code == 429  # the address is slowed down, whatever the key
+    assert exchange(agent_key[1], address=mallory).status_code == 429  # the address is slowed down, whatever the key
 
 
 def test_one_key_exchanged_too_often_is_slowed_down_from_any_address(settings: Any,
