@@ -174,12 +174,13 @@ export class DeviceConsent {
       .filter(([scope, used]) => used >= view.consentSeq || !given.has(scope)).map(([scope]) => scope));
   }
 
-  /** When each grant was first seen (the 90-day notice counts from it when it is never used). */
+  /** When each grant was first seen (the 90-day notice counts from it when it is never used), and the once
+   * grants used, read again from the store with each view the device fetches. */
   async noteGrants(view: RelationView): Promise<void> {
+    const used = await this.host.state.onceUsed(view.relationId, true); // read again with the view: calls read it from memory
     if (view.manifestVersion === null) return;
     await this.host.state.noteGrants(view.relationId, view.signedScopes ?? view.granted, view.consentTs ?? this.host.clock());
     if (view.signedScopes === null) {
-      const used = await this.host.state.onceUsed(view.relationId);
       await this.host.state.forgetUnsignedOnce(view.relationId, [...used.keys()].filter((s) => !view.granted.has(s)));
     }
   }

@@ -49,6 +49,10 @@ export class LocalState {
   private nextSweepMs = 0;
   /** The replay record as this process knows it: loaded from the store once, then kept in step. */
   private seenCalls: Promise<Map<string, SeenCall>> | undefined;
+  /** The once grants used, per relation, as last read from the store and kept in step since:
+   * a call's checks read them here, not in a store transaction that would queue behind the
+   * replay record's durable write (IndexedDB runs transactions on one store in turn). */
+  private readonly usedOnce = new Map<string, Map<string, number>>();
 
   constructor(readonly store: Store) {}
 
@@ -296,12 +300,17 @@ export class LocalState {
 
   // --- grant options: once grants used, and when a grant was last used (issue 26) ---------
 
-  /** scope → the highest statement seq (0: unsigned consent) whose `once` grant of it was used here. */
-  async onceUsed(relationId: string): Promise<Map<string, number>> {
-    const prefix = `once/${part(relationId)}/`;
-    const used = new Map<string, number>();
-    for (const key of await this.store.keys(prefix)) used.set(decodeURIComponent(key.slice(prefix.length)), Number(await this.store.get(key)));
-    return used;
+  /** scope → the highest statement seq (0: unsigned consent) whose `once` grant of it was used here.
+   * From memory once read; `fresh` reads the store again (another process may have used one). */
+  async onceUsed(relationId: string, fresh = false): Promise<Map<string, number>> {
+    let used = this.usedOnce.get(relationId);
+    if (used === undefined || fresh) {
+      const prefix = `once/${part(relationId)}/`;
+      used = new Map<string, number>();
+      for (const key of await this.store.keys(prefix)) used.set(decodeURIComponent(key.slice(prefix.length)), Number(await this.store.get(key)));
+      this.usedOnce.set(relationId, used);
+    }
+    return new Map(used);
   }
 
   /** Take the `once` grant of `scope` under the statement of `seq`: true, durably recorded,
@@ -312,6 +321,7 @@ export class LocalState {
       const taken = await this.store.get(key);
       if (taken !== undefined && Number(taken) >= seq) return false;
       await this.store.set(key, seq);
+      this.usedOnce.get(relationId)?.set(scope, seq);
       return true;
     });
   }
@@ -342,7 +352,9 @@ export class LocalState {
     return this.serialized(async () => {
       for (const scope of scopes) {
         const key = `once/${part(relationId)}/${part(scope)}`;
-        if ((await this.store.get(key)) === 0) await this.store.delete(key);
+        if ((await this.store.get(key)) !== 0) continue;
+        await this.store.delete(key);
+        this.usedOnce.get(relationId)?.delete(scope);
       }
     });
   }

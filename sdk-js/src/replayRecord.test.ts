@@ -93,3 +93,31 @@ test("a call another process recorded first is refused once the store is read: t
   assert.equal(scene.server.messages.length, sent + 1, "no answer sent");
   assert.deepEqual(await scene.refusals(device), ["call_replayed"]);
 });
+
+test("with its view cached, a device reads nothing from its store before the prompt opens (IndexedDB would queue that read behind the replay record's durable write)",
+  async () => {
+    const scene = await Scene.create();
+    let stalled = false;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const store = scene.deviceStore;
+    const stall = async <T>(work: () => Promise<T>): Promise<T> => {
+      if (stalled) await gate;
+      return work();
+    };
+    const stalling: Store = { get: (key) => stall(() => store.get(key)), set: (key, value) => stall(() => store.set(key, value)),
+      delete: (key) => stall(() => store.delete(key)), keys: (prefix) => stall(() => store.keys(prefix)), close: () => store.close() };
+    const device = scene.startDevice(stalling);
+    const warm = await scene.call("locate", {}, { device, timeoutMs: 3000, untilAnswered: true }); // the view read and cached
+    assert.deepEqual(statuses(warm), [["ok", null]]);
+    const asked = scene.asked.length;
+
+    stalled = true;
+    const { frame, sent, answer } = await posted(scene, "locate", {});
+    const handling = device.handleFrame(frame);
+    await until(() => scene.asked.length === asked + 1); // location:read is high: asked every time, while the store answers nothing
+
+    release();
+    assert.equal((await handling)?.["status"], "ok");
+    assert.deepEqual(statuses(await deliverAnswer(scene, sent, answer) as never), [["ok", null]]);
+  });
